@@ -1,0 +1,100 @@
+"""Bring every known snapshot variant to the current torch layout.
+
+Above this module nothing sees a variant: the model can assume a dict with
+``segments`` (each with ``blocks`` carrying ``address``, ``size``, ``requested_size``,
+``state`` and ``frames``), ``device_traces`` (a list per device), ``allocator_settings``
+and ``external_annotations``. Trace entries are left as they are (there can be
+millions); the model reads them tolerantly with ``dict.get``.
+"""
+
+from __future__ import annotations
+
+from memtui.errors import SnapshotError
+
+# Older torch spelled the pending state differently.
+STATE_ALIASES = {"active_awaiting_free": "active_pending_free"}
+
+
+def normalize(obj: object, description: str) -> dict:
+    """Return the snapshot as a dict in the current layout, or raise SnapshotError."""
+    if isinstance(obj, list):
+        # torch < 2.1 could pickle the segment list alone.
+        if not all(isinstance(seg, dict) for seg in obj):
+            raise SnapshotError(f"{description}: not a memory snapshot (a list of {_kinds(obj)}, not of segments)")
+        obj = {"segments": obj, "device_traces": []}
+    if not isinstance(obj, dict):
+        raise SnapshotError(f"{description}: not a memory snapshot (the pickle holds a {type(obj).__name__})")
+    if "segments" not in obj and "device_traces" not in obj:
+        keys = ", ".join(sorted(map(str, obj))[:6]) or "none"
+        raise SnapshotError(f"{description}: not a memory snapshot (no 'segments' or 'device_traces'; keys: {keys})")
+
+    segments = obj.get("segments") or []
+    traces = obj.get("device_traces") or []
+    if not isinstance(segments, list):
+        raise SnapshotError(f"{description}: 'segments' is a {type(segments).__name__}, expected a list")
+    if not isinstance(traces, list) or not all(isinstance(t, list) for t in traces):
+        raise SnapshotError(f"{description}: 'device_traces' must be a list of lists, one per device")
+    for i, trace in enumerate(traces):
+        if trace and not isinstance(trace[0], dict):
+            raise SnapshotError(f"{description}: device trace {i} holds {type(trace[0]).__name__}, not entries")
+
+    out = dict(obj)
+    out["segments"] = [_normalize_segment(seg, description) for seg in segments]
+    out["device_traces"] = traces
+    settings = obj.get("allocator_settings")
+    out["allocator_settings"] = settings if isinstance(settings, dict) else {}
+    annotations = obj.get("external_annotations")
+    out["external_annotations"] = [a for a in annotations if isinstance(a, dict)] if isinstance(annotations, list) else []
+    return out
+
+
+def _normalize_segment(seg: object, description: str) -> dict:
+    if not isinstance(seg, dict):
+        raise SnapshotError(f"{description}: a segment is a {type(seg).__name__}, expected a dict")
+    if "address" not in seg or "total_size" not in seg:
+        raise SnapshotError(f"{description}: a segment lacks 'address' or 'total_size'")
+    seg = dict(seg)
+    blocks_in = seg.get("blocks") or []
+    blocks = []
+    offset = seg["address"]
+    for block in blocks_in:
+        if not isinstance(block, dict):
+            raise SnapshotError(f"{description}: a block is a {type(block).__name__}, expected a dict")
+        block = _normalize_block(block, offset)
+        offset = block["address"] + block["size"]
+        blocks.append(block)
+    seg["blocks"] = blocks
+    seg.setdefault("device", 0)
+    seg.setdefault("stream", 0)
+    seg.setdefault("segment_type", "large")
+    seg.setdefault("segment_pool_id", (0, 0))
+    seg.setdefault("is_expandable", False)
+    seg.setdefault("frames", [])
+    if "allocated_size" not in seg:
+        seg["allocated_size"] = sum(b["size"] for b in blocks if b["state"] == "active_allocated")
+    if "active_size" not in seg:
+        seg["active_size"] = sum(b["size"] for b in blocks if b["state"].startswith("active"))
+    seg.setdefault("requested_size", sum(b["requested_size"] for b in blocks if b["state"].startswith("active")))
+    return seg
+
+
+def _normalize_block(block: dict, running_address: int) -> dict:
+    block = dict(block)
+    history = block.pop("history", None)
+    if "frames" not in block:
+        # torch 2.0 kept each block's allocation history; the last one is the live one.
+        last = history[-1] if isinstance(history, list) and history and isinstance(history[-1], dict) else {}
+        block["frames"] = list(last.get("frames") or [])
+        if "requested_size" not in block and "real_size" in last:
+            block["requested_size"] = last["real_size"]
+    block.setdefault("address", running_address)
+    block.setdefault("size", 0)
+    block.setdefault("requested_size", block["size"])
+    state = block.get("state", "inactive")
+    block["state"] = STATE_ALIASES.get(state, state)
+    return block
+
+
+def _kinds(values: list) -> str:
+    names = sorted({type(v).__name__ for v in values[:50]})
+    return "/".join(names) or "nothing"

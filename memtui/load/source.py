@@ -1,0 +1,116 @@
+"""Opening an input file: checks that give one clear line, and transparent decompression.
+
+Compression is recognised by magic bytes, never by file name, so a renamed file still
+opens. Decompression streams: nothing is inflated into memory first.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import lzma
+import os
+from dataclasses import dataclass
+from typing import BinaryIO, Callable
+
+from memtui.errors import MissingDependencyError, SnapshotError
+
+MAGIC = {
+    b"\x1f\x8b": "gzip",
+    b"\xfd7zXZ\x00": "xz",
+    b"BZh": "bz2",
+    b"\x28\xb5\x2f\xfd": "zstd",
+}
+
+ProgressFn = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """What we know about the input before decoding it."""
+
+    path: str
+    size: int
+    mtime: float
+    compression: str | None
+
+
+def inspect_source(path: str | os.PathLike) -> SourceInfo:
+    """Check that ``path`` is a readable non-empty file and sniff its compression."""
+    path = os.fspath(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise SnapshotError(f"{path}: no such file") from None
+    except PermissionError:
+        raise SnapshotError(f"{path}: permission denied") from None
+    except OSError as exc:
+        raise SnapshotError(f"{path}: cannot open ({exc.strerror or exc})") from None
+    if os.path.isdir(path):
+        raise SnapshotError(f"{path}: is a directory, not a snapshot file")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+    except PermissionError:
+        raise SnapshotError(f"{path}: permission denied") from None
+    except OSError as exc:
+        raise SnapshotError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if not head:
+        raise SnapshotError(f"{path}: empty file")
+    compression = next((name for magic, name in MAGIC.items() if head.startswith(magic)), None)
+    return SourceInfo(path=path, size=st.st_size, mtime=st.st_mtime, compression=compression)
+
+
+class CountingReader(io.RawIOBase):
+    """Wraps a raw file and reports how many bytes were consumed, for progress bars."""
+
+    def __init__(self, raw: BinaryIO, total: int, progress: ProgressFn | None, stage: str) -> None:
+        self._raw = raw
+        self._total = total
+        self._progress = progress
+        self._stage = stage
+        self.consumed = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = self._raw.readinto(buffer)
+        if n:
+            self.consumed += n
+            if self._progress is not None:
+                self._progress(self._stage, self.consumed, self._total)
+        return n or 0
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+def open_decompressed(info: SourceInfo, progress: ProgressFn | None = None) -> BinaryIO:
+    """A buffered binary stream of the decompressed content of ``info.path``."""
+    raw = open(info.path, "rb", buffering=0)
+    counted = io.BufferedReader(CountingReader(raw, info.size, progress, "reading"), 1 << 20)
+    if info.compression is None:
+        return counted
+    if info.compression == "gzip":
+        return io.BufferedReader(gzip.GzipFile(fileobj=counted, mode="rb"), 1 << 20)
+    if info.compression == "xz":
+        return io.BufferedReader(lzma.LZMAFile(counted, "rb"), 1 << 20)
+    if info.compression == "bz2":
+        return io.BufferedReader(bz2.BZ2File(counted, "rb"), 1 << 20)
+    if info.compression == "zstd":
+        try:
+            import zstandard
+        except ImportError:
+            counted.close()
+            raise MissingDependencyError(
+                f"{info.path}: zstd-compressed; install the 'zstandard' package to read it "
+                "(pip install zstandard)"
+            ) from None
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(counted), 1 << 20)
+    raise AssertionError(info.compression)
+
+
+DECOMPRESSION_ERRORS = (EOFError, lzma.LZMAError, OSError, gzip.BadGzipFile)

@@ -1,0 +1,178 @@
+"""Interned frames and stacks.
+
+Snapshots repeat the same few frames millions of times, and inside one pickle identical
+frame dicts are usually the same object. Interning goes by object identity first (one
+dict lookup per reference) and by content only for an object not seen before. A stack
+is a run of frame ids in a flat array (innermost frame first, as torch records them),
+addressed by a stack id.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memtui.model.strings import StringTable
+
+NO_STACK = -1
+
+# Frames whose filename is one of these are native (C++) frames: the allocator's own
+# unwinding machinery and the interpreter, hidden by default in stack views.
+_NATIVE_FILENAMES = ("??", "")
+_NATIVE_SUFFIXES = (".cpp", ".cc", ".c", ".h", ".hpp", ".cu", ".cuh")
+
+
+def is_native_frame(filename: str) -> bool:
+    """True for C++/interpreter frames (filename '??', '' or a C/C++ source)."""
+    return filename in _NATIVE_FILENAMES or filename.endswith(_NATIVE_SUFFIXES)
+
+
+def is_torch_frame(filename: str) -> bool:
+    """True for Python frames inside the torch package itself."""
+    path = filename.replace("\\", "/")
+    return "/torch/" in path or path.startswith("torch/")
+
+
+class FrameTable:
+    """Distinct frames as columns: filename id, line, function-name id, and flags."""
+
+    def __init__(self, strings: StringTable) -> None:
+        self.strings = strings
+        self._filename: list[int] = []
+        self._line: list[int] = []
+        self._name: list[int] = []
+        self._by_content: dict[tuple, int] = {}
+        self.filename = np.zeros(0, np.int32)
+        self.line = np.zeros(0, np.int64)
+        self.name = np.zeros(0, np.int32)
+        self.native = np.zeros(0, bool)
+        self.user = np.zeros(0, bool)
+
+    def intern(self, frame: object) -> int:
+        if isinstance(frame, dict):
+            filename, line, name = frame.get("filename", "??"), frame.get("line", 0), frame.get("name", "??")
+        else:
+            filename, line, name = "??", 0, str(frame)
+        if not isinstance(line, int) or isinstance(line, bool):
+            try:
+                line = int(line)
+            except (TypeError, ValueError, OverflowError):
+                line = 0
+        key = (self.strings.intern(filename), line, self.strings.intern(name))
+        fid = self._by_content.get(key)
+        if fid is None:
+            fid = len(self._filename)
+            self._by_content[key] = fid
+            self._filename.append(key[0])
+            self._line.append(key[1])
+            self._name.append(key[2])
+        return fid
+
+    def freeze(self) -> None:
+        """Turn the growing lists into numpy columns and compute the flags."""
+        self.filename = np.asarray(self._filename, np.int32)
+        self.line = np.asarray(self._line, np.int64) if self._line else np.zeros(0, np.int64)
+        self.name = np.asarray(self._name, np.int32)
+        names = [self.strings[i] for i in self._filename]
+        self.native = np.array([is_native_frame(f) for f in names], bool)
+        self.user = np.array([not is_native_frame(f) and not is_torch_frame(f) for f in names], bool)
+
+    def __len__(self) -> int:
+        return len(self._filename) if self._filename else len(self.filename)
+
+    def filename_of(self, fid: int) -> str:
+        return self.strings[int(self.filename[fid])]
+
+    def name_of(self, fid: int) -> str:
+        return self.strings[int(self.name[fid])]
+
+    def describe(self, fid: int) -> str:
+        """``file:line function`` for one frame."""
+        return f"{self.filename_of(fid)}:{int(self.line[fid])} {self.name_of(fid)}"
+
+
+class StackTable:
+    """Stacks as slices of one flat frame-id array (CSR layout)."""
+
+    def __init__(self, frames: FrameTable) -> None:
+        self.frames = frames
+        self._flat: list[int] = []
+        self._offsets: list[int] = [0]
+        self._by_content: dict[tuple, int] = {}
+        self._by_identity: dict[int, int] = {}
+        self._keepalive: list[object] = []
+        self._frame_identity: dict[int, int] = {}
+        self.flat = np.zeros(0, np.int32)
+        self.offsets = np.zeros(1, np.int64)
+        self.top_user = np.zeros(0, np.int32)
+
+    def intern(self, frames: object) -> int:
+        """Stack id of a list of frame dicts (NO_STACK for a missing or empty list)."""
+        if not frames:
+            return NO_STACK
+        # Entries share frame lists (a free_completed reuses its free_requested's list):
+        # the identity cache makes those a single lookup. The list is kept alive while
+        # building so its id cannot be reused by another object.
+        sid = self._by_identity.get(id(frames))
+        if sid is not None:
+            return sid
+        if not isinstance(frames, (list, tuple)):
+            return NO_STACK
+        intern_frame = self._intern_frame_cached
+        key = tuple([intern_frame(f) for f in frames])
+        sid = self._by_content.get(key)
+        if sid is None:
+            sid = len(self._offsets) - 1
+            self._by_content[key] = sid
+            self._flat.extend(key)
+            self._offsets.append(len(self._flat))
+        self._by_identity[id(frames)] = sid
+        self._keepalive.append(frames)
+        return sid
+
+    def _intern_frame_cached(self, frame: object) -> int:
+        cache = self._frame_identity
+        fid = cache.get(id(frame))
+        if fid is None:
+            fid = self.frames.intern(frame)
+            cache[id(frame)] = fid
+            self._keepalive.append(frame)
+        return fid
+
+    def freeze(self) -> None:
+        """Drop the build caches (and the objects they kept alive); build numpy columns."""
+        self._by_identity = {}
+        self._frame_identity = {}
+        self._keepalive = []
+        self.frames.freeze()
+        self.flat = np.asarray(self._flat, np.int32)
+        self.offsets = np.asarray(self._offsets, np.int64)
+        self._flat = []
+        self._offsets = []
+        self.top_user = np.array([self._top_user(s) for s in range(len(self))], np.int32)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def frame_ids(self, sid: int) -> np.ndarray:
+        if sid < 0:
+            return self.flat[:0]
+        return self.flat[self.offsets[sid]:self.offsets[sid + 1]]
+
+    def _top_user(self, sid: int) -> int:
+        ids = self.frame_ids(sid)
+        if len(ids) == 0:
+            return -1
+        user = np.nonzero(self.frames.user[ids])[0]
+        if len(user):
+            return int(ids[user[0]])
+        python = np.nonzero(~self.frames.native[ids])[0]
+        if len(python):
+            return int(ids[python[0]])
+        return int(ids[0])
+
+    def top_frame_text(self, sid: int) -> str:
+        """``file:line function`` of the stack's top user frame, or '' if none."""
+        if sid < 0:
+            return ""
+        fid = int(self.top_user[sid])
+        return self.frames.describe(fid) if fid >= 0 else ""

@@ -1,0 +1,136 @@
+"""address_n identifiers and the pairing of allocations with their frees.
+
+Following memory_viz, every address has a version counter: an ``alloc`` or
+``free_requested`` takes the current version, a ``free_completed`` takes it and then
+increments it. ``7f064c000000_3`` is therefore the fourth life of that address in the
+trace, and one string names one allocation from alloc to free. A trace cut by the ring
+buffer may start with frees whose alloc is gone: they simply form a life with no start.
+
+All of this is vectorised: events are sorted by (address, index) once and versions come
+from a cumulative count of the ending events inside each address run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from memtui.model.columns import sort_codes
+
+NONE = -1
+
+
+@dataclass
+class Lifetimes:
+    """One row per life (address, version), sorted by address then version.
+
+    ``start``/``request``/``end`` are trace indices (NONE when not in the trace).
+    ``event_version``/``event_life`` map each trace event back to its life (NONE for
+    events of other kinds).
+    """
+
+    addr: np.ndarray
+    version: np.ndarray
+    start: np.ndarray
+    request: np.ndarray
+    end: np.ndarray
+    size: np.ndarray
+    event_version: np.ndarray
+    event_life: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.addr)
+
+    def find(self, addr: int, version: int) -> int:
+        """Index of the life (addr, version), or NONE."""
+        lo, hi = self.address_range(addr)
+        if lo == hi:
+            return NONE
+        pos = lo + int(np.searchsorted(self.version[lo:hi], version))
+        if pos < hi and int(self.version[pos]) == version:
+            return pos
+        return NONE
+
+    def address_range(self, addr: int) -> tuple[int, int]:
+        """[lo, hi) of the lives at ``addr``."""
+        if len(self.addr) == 0:
+            return 0, 0
+        try:
+            key = self.addr.dtype.type(addr) if self.addr.dtype != object else addr
+        except (OverflowError, ValueError):
+            return 0, 0
+        lo = int(np.searchsorted(self.addr, key, "left"))
+        hi = int(np.searchsorted(self.addr, key, "right"))
+        return lo, hi
+
+    def ends_at_address(self, addr: int) -> int:
+        """How many lives at ``addr`` ended in the trace: the version a new life would get."""
+        lo, hi = self.address_range(addr)
+        return int(np.count_nonzero(self.end[lo:hi] != NONE))
+
+
+def compute_lifetimes(
+    action: np.ndarray,
+    addr: np.ndarray,
+    size: np.ndarray,
+    start_codes: tuple[int, ...],
+    request_codes: tuple[int, ...],
+    end_codes: tuple[int, ...],
+) -> Lifetimes:
+    n = len(action)
+    event_version = np.full(n, NONE, np.int32)
+    event_life = np.full(n, NONE, np.int32)
+    idx = np.nonzero(np.isin(action, start_codes + request_codes + end_codes))[0]
+    if len(idx) == 0:
+        empty = np.zeros(0, np.int64)
+        return Lifetimes(addr[:0], empty.astype(np.int32), empty, empty, empty, empty, event_version, event_life)
+
+    codes = sort_codes(addr[idx])
+    order = np.lexsort((idx, codes))
+    sorted_idx = idx[order]
+    sorted_codes = codes[order]
+    sorted_action = action[sorted_idx]
+
+    is_end = np.isin(sorted_action, end_codes)
+    new_addr = np.ones(len(sorted_idx), bool)
+    new_addr[1:] = sorted_codes[1:] != sorted_codes[:-1]
+    ends_before = np.cumsum(is_end) - is_end
+    run = np.cumsum(new_addr) - 1
+    version = ends_before - ends_before[np.nonzero(new_addr)[0]][run]
+
+    new_life = new_addr.copy()
+    new_life[1:] |= version[1:] != version[:-1]
+    life = np.cumsum(new_life) - 1
+    n_lives = int(life[-1]) + 1
+    first = np.nonzero(new_life)[0]
+
+    def first_of(codes_wanted: tuple[int, ...]) -> np.ndarray:
+        out = np.full(n_lives, NONE, np.int64)
+        m = np.nonzero(np.isin(sorted_action, codes_wanted))[0][::-1]
+        out[life[m]] = sorted_idx[m]  # reversed, so the earliest event wins
+        return out
+
+    start = first_of(start_codes)
+    request = first_of(request_codes) if request_codes else np.full(n_lives, NONE, np.int64)
+    end = first_of(end_codes)
+    # The size of a life is its start's size, or any of its events' when the start is gone.
+    life_size = size[sorted_idx[first]].astype(np.int64, copy=True) if size.dtype != object else np.array(
+        [int(v) for v in size[sorted_idx[first]]], np.int64)
+    has_start = start != NONE
+    life_size[has_start] = size[start[has_start]].astype(np.int64) if size.dtype != object else [
+        int(v) for v in size[start[has_start]]]
+
+    event_version[sorted_idx] = version
+    event_life[sorted_idx] = life
+    life_addr = addr[sorted_idx[first]]
+    return Lifetimes(
+        addr=life_addr,
+        version=version[first].astype(np.int32),
+        start=start,
+        request=request,
+        end=end,
+        size=life_size,
+        event_version=event_version,
+        event_life=event_life,
+    )

@@ -1,0 +1,128 @@
+"""Segments and blocks at snapshot time, as columns.
+
+Segments are sorted by address; each owns a contiguous run of rows in the block table
+(``block_start``/``block_count``), blocks sorted by address inside their segment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from memtui.model.columns import int_column
+from memtui.model.frames import StackTable
+from memtui.model.strings import StringTable
+
+ALLOCATED = 0
+PENDING_FREE = 1
+INACTIVE = 2
+BLOCK_STATES = ["active_allocated", "active_pending_free", "inactive"]
+
+
+@dataclass
+class SegmentTable:
+    address: np.ndarray
+    total_size: np.ndarray
+    allocated_size: np.ndarray
+    active_size: np.ndarray
+    requested_size: np.ndarray
+    stream: np.ndarray
+    segment_type: np.ndarray  # string id
+    pool: np.ndarray  # index into ``pools``
+    expandable: np.ndarray
+    stack: np.ndarray
+    block_start: np.ndarray
+    block_count: np.ndarray
+    pools: list[tuple]
+
+    def __len__(self) -> int:
+        return len(self.address)
+
+
+@dataclass
+class BlockTable:
+    address: np.ndarray
+    size: np.ndarray
+    requested_size: np.ndarray
+    state: np.ndarray  # code into ``state_names``
+    stack: np.ndarray
+    segment: np.ndarray
+    state_names: list[str]
+
+    def __len__(self) -> int:
+        return len(self.address)
+
+    def state_counts(self) -> dict[str, int]:
+        counts = np.bincount(self.state.astype(np.int64), minlength=len(self.state_names))
+        return {name: int(c) for name, c in zip(self.state_names, counts) if c}
+
+
+def build_segments(
+    segments: list[dict], stacks: StackTable, strings: StringTable, warnings: list[str]
+) -> tuple[SegmentTable, BlockTable]:
+    """Columns for the given segments (all of one device)."""
+    segments = sorted(segments, key=lambda s: _sortable(s.get("address")))
+    state_names = list(BLOCK_STATES)
+    state_codes = {name: code for code, name in enumerate(state_names)}
+    pools: list[tuple] = []
+    pool_ids: dict[tuple, int] = {}
+
+    seg_pool, seg_type, seg_stack, block_start, block_count = [], [], [], [], []
+    b_addr, b_size, b_req, b_state, b_stack, b_seg = [], [], [], [], [], []
+    for si, seg in enumerate(segments):
+        pool = seg.get("segment_pool_id", (0, 0))
+        pool = tuple(pool) if isinstance(pool, (list, tuple)) else (pool,)
+        if pool not in pool_ids:
+            pool_ids[pool] = len(pools)
+            pools.append(pool)
+        seg_pool.append(pool_ids[pool])
+        seg_type.append(strings.intern(seg.get("segment_type", "large")))
+        seg_stack.append(stacks.intern(seg.get("frames")))
+        blocks = sorted(seg["blocks"], key=lambda b: _sortable(b.get("address")))
+        block_start.append(len(b_addr))
+        block_count.append(len(blocks))
+        for block in blocks:
+            state = block.get("state", "inactive")
+            if state not in state_codes:
+                state_codes[state] = len(state_names)
+                state_names.append(str(state))
+            b_addr.append(block["address"])
+            b_size.append(block["size"])
+            b_req.append(block["requested_size"])
+            b_state.append(state_codes[state])
+            b_stack.append(stacks.intern(block.get("frames")))
+            b_seg.append(si)
+
+    def col(key: str) -> np.ndarray:
+        return int_column([s.get(key, 0) for s in segments], f"segment {key}", warnings)
+
+    seg_table = SegmentTable(
+        address=col("address"),
+        total_size=col("total_size"),
+        allocated_size=col("allocated_size"),
+        active_size=col("active_size"),
+        requested_size=col("requested_size"),
+        stream=col("stream"),
+        segment_type=np.asarray(seg_type, np.int32),
+        pool=np.asarray(seg_pool, np.int32),
+        expandable=np.array([bool(s.get("is_expandable")) for s in segments], bool),
+        stack=np.asarray(seg_stack, np.int32),
+        block_start=np.asarray(block_start, np.int64),
+        block_count=np.asarray(block_count, np.int64),
+        pools=pools,
+    )
+    block_table = BlockTable(
+        address=int_column(b_addr, "block address", warnings),
+        size=int_column(b_size, "block size", warnings),
+        requested_size=int_column(b_req, "block requested_size", warnings),
+        state=np.asarray(b_state, np.int16),
+        stack=np.asarray(b_stack, np.int32),
+        segment=np.asarray(b_seg, np.int32),
+        state_names=state_names,
+    )
+    return seg_table, block_table
+
+
+def _sortable(value: object) -> int:
+    return value if isinstance(value, int) else 0

@@ -1,0 +1,257 @@
+"""The indexed, columnar snapshot that everything above the loader works on."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from memtui.model import actions as act
+from memtui.model.actions import ActionTable
+from memtui.model.address_n import format_address_n, parse_address_candidates
+from memtui.model.frames import FrameTable, StackTable
+from memtui.model.lifetimes import NONE, Lifetimes, compute_lifetimes
+from memtui.model.segments import ALLOCATED, PENDING_FREE, BlockTable, SegmentTable, build_segments
+from memtui.model.strings import StringTable
+from memtui.model.trace import TraceColumns, build_trace
+
+
+@dataclass
+class Annotation:
+    device: int
+    stage: str
+    name: str
+    time_us: float
+
+
+@dataclass
+class Match:
+    """Where an address_n or address was found: a trace life and/or a block at snapshot time."""
+
+    device: int
+    address_n: str
+    life: int  # index into device.lives, or NONE
+    block: int  # index into device.blocks, or NONE
+    event: int  # the best trace index to show (alloc if present), or NONE
+    kind: str = "block"  # "block" or "segment"
+
+
+@dataclass
+class DeviceModel:
+    device: int
+    trace: TraceColumns
+    lives: Lifetimes  # block allocations
+    segment_lives: Lifetimes  # segment_alloc/free and segment_map/unmap
+    segments: SegmentTable
+    blocks: BlockTable
+    block_version: np.ndarray  # address_n version of each block at snapshot time
+    block_life: np.ndarray  # life index of each block at snapshot time, or NONE
+
+    # -- figures -------------------------------------------------------------------
+    @property
+    def reserved(self) -> int:
+        return int(self.segments.total_size.sum())
+
+    @property
+    def allocated(self) -> int:
+        return int(self.blocks.size[self.blocks.state == ALLOCATED].sum())
+
+    @property
+    def active(self) -> int:
+        mask = (self.blocks.state == ALLOCATED) | (self.blocks.state == PENDING_FREE)
+        return int(self.blocks.size[mask].sum())
+
+    def action_counts(self, names: list[str]) -> dict[str, int]:
+        counts = np.bincount(self.trace.action.astype(np.int64), minlength=len(names))
+        return {names[code]: int(c) for code, c in enumerate(counts) if c}
+
+    def oom_indices(self) -> np.ndarray:
+        return np.nonzero(self.trace.action == act.OOM)[0]
+
+    # -- address_n ---------------------------------------------------------------------
+    def event_address_n(self, i: int) -> str:
+        """address_n of trace event ``i`` ('' for events without one)."""
+        version = int(self.lives.event_version[i])
+        if version != NONE:
+            return format_address_n(self.trace.addr[i], version)
+        version = int(self.segment_lives.event_version[i])
+        if version != NONE:
+            return "s" + format_address_n(self.trace.addr[i], version)
+        return ""
+
+    def block_address_n(self, b: int) -> str:
+        """address_n of block ``b`` at snapshot time ('' for a free block)."""
+        if self.block_version[b] == NONE:
+            return ""
+        return format_address_n(self.blocks.address[b], self.block_version[b])
+
+    def find(self, text: str) -> list[Match]:
+        """Allocations named by ``text``: an address_n (one match) or a bare address (all lives)."""
+        matches: list[Match] = []
+        segment_hint = text.strip().lower().startswith("s")
+        for addr, n in parse_address_candidates(text):
+            found = self._find_block(addr, n) if not segment_hint else []
+            if not found:
+                found = self._find_segment(addr, n)
+            if found:
+                matches = found
+                break
+        return matches
+
+    def _find_block(self, addr: int, n: int | None) -> list[Match]:
+        lo, hi = self.lives.address_range(addr)
+        blocks_here = np.nonzero(self.blocks.address == addr)[0] if len(self.blocks) else []
+        out: list[Match] = []
+        for life in range(lo, hi):
+            version = int(self.lives.version[life])
+            if n is not None and version != n:
+                continue
+            block = next((int(b) for b in blocks_here if int(self.block_life[b]) == life), NONE)
+            event = int(self.lives.start[life])
+            if event == NONE:
+                event = int(self.lives.request[life]) if self.lives.request[life] != NONE else int(self.lives.end[life])
+            out.append(Match(self.device, format_address_n(addr, version), life, block, event))
+        for b in blocks_here:
+            b = int(b)
+            if self.block_version[b] == NONE:
+                continue  # a free (inactive) block has no address_n
+            if self.block_life[b] == NONE and (n is None or int(self.block_version[b]) == n):
+                out.append(Match(self.device, self.block_address_n(b), NONE, b, NONE))
+        return out
+
+    def _find_segment(self, addr: int, n: int | None) -> list[Match]:
+        lo, hi = self.segment_lives.address_range(addr)
+        out = []
+        for life in range(lo, hi):
+            version = int(self.segment_lives.version[life])
+            if n is not None and version != n:
+                continue
+            event = int(self.segment_lives.start[life])
+            if event == NONE:
+                event = int(self.segment_lives.end[life])
+            out.append(Match(self.device, "s" + format_address_n(addr, version), life, NONE, event, "segment"))
+        return out
+
+
+@dataclass
+class Snapshot:
+    """A loaded snapshot: devices with columns, and the tables they refer to."""
+
+    source_path: str
+    source_size: int
+    strings: StringTable
+    frames: FrameTable
+    stacks: StackTable
+    actions: ActionTable
+    devices: list[DeviceModel]
+    allocator_settings: dict
+    annotations: list[Annotation]
+    header: dict | None = None  # present when opened from a memtui export
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.source_path) if self.source_path else "<memory>"
+
+    def device(self, d: int) -> DeviceModel:
+        return self.devices[d]
+
+    def find(self, text: str, device: int | None = None) -> list[Match]:
+        """Search every device (or one) for an address_n / address."""
+        devices = self.devices if device is None else [self.devices[device]]
+        for dev in devices:
+            found = dev.find(text)
+            if found:
+                return found
+        return []
+
+    def event_top_frame(self, device: int, i: int) -> str:
+        return self.stacks.top_frame_text(int(self.devices[device].trace.stack[i]))
+
+
+def build_model(raw: dict, source_path: str = "", source_size: int = 0) -> Snapshot:
+    """Build the columnar model from a normalized snapshot dict.
+
+    ``raw``'s trace lists are emptied as they are consumed, so the entry dicts can be
+    freed while the next device is built and nothing holds them afterwards.
+    """
+    warnings: list[str] = []
+    strings = StringTable([""])
+    frames = FrameTable(strings)
+    stacks = StackTable(frames)
+    actions = ActionTable()
+
+    traces = raw.get("device_traces") or []
+    seg_devices = [_as_device(s.get("device", 0)) for s in raw["segments"]]
+    n_devices = max([len(traces)] + [d + 1 for d in seg_devices])
+    columns: list[TraceColumns] = []
+    for d in range(n_devices):
+        entries = traces[d] if d < len(traces) else []
+        columns.append(build_trace(entries, actions, stacks, strings, warnings, f"device {d} trace"))
+        if d < len(traces):
+            traces[d] = []  # release the entry dicts as soon as they are columns
+    per_device_segments: list[list[dict]] = [[] for _ in range(n_devices)]
+    for seg, d in zip(raw["segments"], seg_devices):
+        per_device_segments[d].append(seg)
+    tables = [build_segments(segs, stacks, strings, warnings) for segs in per_device_segments]
+    stacks.freeze()
+
+    devices = []
+    for d in range(n_devices):
+        trace = columns[d]
+        seg_table, block_table = tables[d]
+        lives = compute_lifetimes(trace.action, trace.addr, trace.size, act.BLOCK_START,
+                                  (act.FREE_REQUESTED,), act.BLOCK_END)
+        segment_lives = compute_lifetimes(trace.action, trace.addr, trace.size, act.SEGMENT_START, (),
+                                          act.SEGMENT_END)
+        block_version, block_life = _link_blocks(block_table, lives)
+        devices.append(DeviceModel(d, trace, lives, segment_lives, seg_table, block_table, block_version, block_life))
+
+    annotations = [
+        Annotation(_as_device(a.get("device", 0)), str(a.get("stage", "")), str(a.get("name", "")),
+                   _as_time(a.get("time_us")))
+        for a in raw.get("external_annotations") or []
+    ]
+    return Snapshot(
+        source_path=source_path,
+        source_size=source_size,
+        strings=strings,
+        frames=frames,
+        stacks=stacks,
+        actions=actions,
+        devices=devices,
+        allocator_settings=dict(raw.get("allocator_settings") or {}),
+        annotations=annotations,
+        header=raw.get("memtui_header"),
+        warnings=warnings,
+    )
+
+
+def _link_blocks(blocks: BlockTable, lives: Lifetimes) -> tuple[np.ndarray, np.ndarray]:
+    """address_n version and trace life of every block at snapshot time.
+
+    A block's version is the number of lives at its address that ended in the trace; if
+    the last life at that address is still open it is this block's life.
+    """
+    versions = np.full(len(blocks), NONE, np.int32)
+    block_life = np.full(len(blocks), NONE, np.int32)
+    for b in range(len(blocks)):
+        if blocks.state[b] not in (ALLOCATED, PENDING_FREE):
+            continue
+        addr = int(blocks.address[b])
+        version = lives.ends_at_address(addr)
+        versions[b] = version
+        life = lives.find(addr, version)
+        if life != NONE:
+            block_life[b] = life
+    return versions, block_life
+
+
+def _as_device(value: object) -> int:
+    return value if isinstance(value, int) and 0 <= value < 4096 else 0
+
+
+def _as_time(value: object) -> float:
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else math.nan
