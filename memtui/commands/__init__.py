@@ -1,0 +1,1 @@
+"""Headless subcommands, one module each (see memtui.cli)."""
