@@ -50,10 +50,11 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         # `memtui events ... | head`: the reader went away, which is not an error.
-        try:
-            sys.stdout = None  # type: ignore[assignment]
-        finally:
-            return 0
+        # Point stdout at devnull so the interpreter's final flush does not fail again.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def _open_explorer(argv: list[str], commands: dict[str, object]) -> int:

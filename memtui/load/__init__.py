@@ -28,7 +28,8 @@ def read_snapshot(path: str | os.PathLike, progress: ProgressFn | None = None) -
         try:
             head = stream.peek(32)[:32]
         except DECOMPRESSION_ERRORS as exc:
-            raise SnapshotError(f"{description}: corrupt {info.compression or ''} data ({exc})".replace("  ", " ")) from None
+            kind = f"{info.compression} " if info.compression else ""
+            raise SnapshotError(f"{description}: corrupt {kind}data ({exc})") from None
         if _looks_like_export(head):
             from memtui.export.reader import read_export
 

@@ -44,7 +44,9 @@ def normalize(obj: object, description: str) -> dict:
     settings = obj.get("allocator_settings")
     out["allocator_settings"] = settings if isinstance(settings, dict) else {}
     annotations = obj.get("external_annotations")
-    out["external_annotations"] = [a for a in annotations if isinstance(a, dict)] if isinstance(annotations, list) else []
+    if not isinstance(annotations, list):
+        annotations = []
+    out["external_annotations"] = [a for a in annotations if isinstance(a, dict)]
     return out
 
 

@@ -11,8 +11,9 @@ import gzip
 import io
 import lzma
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import BinaryIO, Callable
+from typing import BinaryIO
 
 from memtui.errors import MissingDependencyError, SnapshotError
 

@@ -170,6 +170,19 @@ class StackTable:
             return int(ids[python[0]])
         return int(ids[0])
 
+    def visible_frames(self, sid: int, show_native: bool = False) -> list[int]:
+        """Frame ids to show for a stack: native (C++) frames are hidden unless asked for,
+        or unless the stack has nothing else."""
+        ids = [int(f) for f in self.frame_ids(sid)]
+        if show_native:
+            return ids
+        python = [f for f in ids if not self.frames.native[f]]
+        return python if python else ids
+
+    def frame_dict(self, fid: int) -> dict:
+        return {"filename": self.frames.filename_of(fid), "line": int(self.frames.line[fid]),
+                "name": self.frames.name_of(fid)}
+
     def top_frame_text(self, sid: int) -> str:
         """``file:line function`` of the stack's top user frame, or '' if none."""
         if sid < 0:

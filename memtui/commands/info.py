@@ -1,0 +1,118 @@
+"""memtui info: what is in a snapshot, per device."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from memtui.commands._common import add_json_flag, add_snapshot_argument, load, print_json
+from memtui.model import Snapshot
+from memtui.model.segments import BLOCK_STATES
+from memtui.units import format_bytes
+
+NAME = "info"
+HELP = "Summarise a snapshot: per-device segments, blocks, memory, trace actions, OOMs, settings."
+
+
+def add_arguments(parser) -> None:
+    add_snapshot_argument(parser)
+    add_json_flag(parser)
+
+
+def run(args) -> int:
+    snapshot = load(args.snapshot)
+    summary = summarize(snapshot)
+    if args.json:
+        print_json(summary)
+    else:
+        print(render_text(snapshot, summary))
+    return 0
+
+
+def summarize(snapshot: Snapshot) -> dict:
+    """The documented ``info --json`` object."""
+    devices = []
+    for dev in snapshot.devices:
+        trace = dev.trace
+        states = {name: 0 for name in BLOCK_STATES}
+        states.update(dev.blocks.state_counts())
+        times = trace.time_us[np.isfinite(trace.time_us)] if len(trace) else trace.time_us
+        ooms = [
+            {"index": int(i), "size": int(trace.size[i]), "device_free": int(trace.device_free[i])}
+            for i in dev.oom_indices()
+        ]
+        devices.append({
+            "device": dev.device,
+            "segments": len(dev.segments),
+            "blocks": len(dev.blocks),
+            "reserved": dev.reserved,
+            "allocated": dev.allocated,
+            "active": dev.active,
+            "block_states": states,
+            "trace": {
+                "entries": len(trace),
+                "actions": dev.action_counts(snapshot.actions.names),
+                "ooms": ooms,
+                "first_time_us": float(times.min()) if len(times) else None,
+                "last_time_us": float(times.max()) if len(times) else None,
+                "allocations": int(len(dev.lives)),
+                "live_at_end": int(np.count_nonzero((dev.lives.start != -1) & (dev.lives.end == -1))),
+            },
+        })
+    return {
+        "file": snapshot.source_path,
+        "file_size": snapshot.source_size,
+        "devices": devices,
+        "allocator_settings": _jsonable(snapshot.allocator_settings),
+        "annotations": len(snapshot.annotations),
+        "warnings": list(snapshot.warnings),
+        "export_header": _jsonable(snapshot.header) if snapshot.header else None,
+    }
+
+
+def render_text(snapshot: Snapshot, summary: dict) -> str:
+    lines = [f"{snapshot.name}  ({format_bytes(snapshot.source_size)})"]
+    if snapshot.header:
+        lines.append(f"memtui export of {snapshot.header.get('source_name', '?')}"
+                     f" filtered by {snapshot.header.get('filter') or '(no filter)'!r}")
+    for dev in summary["devices"]:
+        trace = dev["trace"]
+        lines.append("")
+        lines.append(f"device {dev['device']}")
+        lines.append(f"  segments {dev['segments']:,}   blocks {dev['blocks']:,}")
+        lines.append(f"  reserved {format_bytes(dev['reserved'])}   allocated {format_bytes(dev['allocated'])}"
+                     f"   active {format_bytes(dev['active'])}")
+        states = ", ".join(f"{k} {v:,}" for k, v in dev["block_states"].items() if v) or "none"
+        lines.append(f"  block states: {states}")
+        span = ""
+        if trace["first_time_us"] is not None and trace["last_time_us"] is not None:
+            span = f" over {(trace['last_time_us'] - trace['first_time_us']) / 1e6:.3f}s"
+        lines.append(f"  trace: {trace['entries']:,} entries{span}")
+        if trace["actions"]:
+            lines.append("    " + ", ".join(f"{k} {v:,}" for k, v in trace["actions"].items()))
+        for oom in trace["ooms"]:
+            lines.append(f"  OOM at event {oom['index']:,}: requested {format_bytes(oom['size'])},"
+                         f" device free {format_bytes(oom['device_free'])}")
+    settings = summary["allocator_settings"]
+    if settings:
+        conf = settings.get("PYTORCH_CUDA_ALLOC_CONF") or "(default)"
+        lines.append("")
+        lines.append(f"allocator: PYTORCH_CUDA_ALLOC_CONF={conf}  expandable_segments="
+                     f"{settings.get('expandable_segments')}  max_split_size={settings.get('max_split_size')}")
+    lines.append(f"annotations: {summary['annotations']:,}")
+    for warning in summary["warnings"]:
+        lines.append(f"warning: {warning}")
+    return "\n".join(lines)
+
+
+def _jsonable(value: object) -> object:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)

@@ -1,0 +1,263 @@
+"""The allocator's state at any trace event ("time travel").
+
+The state after event ``i`` is the set of allocations and segments whose lives span
+``i``. Lives come from the model (alloc → free_requested → free_completed, and
+segment_alloc/map → segment_free/unmap). Memory that was already there when the trace
+starts (the ring buffer dropped its alloc, or recording began later) and is still there
+at snapshot time comes from the snapshot's own segment and block lists and spans the
+whole trace.
+
+Queries never replay from the start: an :class:`IntervalIndex` keeps, every ``K``
+events, the lives open at that point (a checkpoint), so a query looks at one checkpoint
+plus at most ``K`` lives started after it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from memtui.model import DeviceModel
+from memtui.model.lifetimes import NONE
+from memtui.model.segments import ALLOCATED, PENDING_FREE
+
+# Aim for checkpoints every K events, but keep the checkpoint lists under this many ids.
+DEFAULT_STRIDE = 1024
+MAX_CHECKPOINT_IDS = 16_000_000
+# The caching allocator rounds every block up to a multiple of this.
+MIN_BLOCK_SIZE = 512
+
+
+class IntervalIndex:
+    """Which of a set of [start, end) intervals contain a point, in O(open + K) per query."""
+
+    def __init__(self, start: np.ndarray, end: np.ndarray, n_points: int, stride: int = DEFAULT_STRIDE) -> None:
+        self.start = start.astype(np.int64)
+        self.end = end.astype(np.int64)
+        self.by_start = np.argsort(self.start, kind="stable")
+        self.sorted_start = self.start[self.by_start]
+        stride = max(1, stride)
+        # Wider strides when intervals are long-lived (a leak), to bound checkpoint memory.
+        while True:
+            first = np.maximum(self.start, 0) // stride + (np.maximum(self.start, 0) % stride != 0)
+            first = np.where(self.start < 0, 0, first)
+            last = (np.maximum(self.end, 1) - 1) // stride
+            span = np.maximum(last - first + 1, 0)
+            span[self.end <= np.maximum(self.start, 0)] = 0
+            if int(span.sum()) <= MAX_CHECKPOINT_IDS or stride >= max(n_points, 1):
+                break
+            stride *= 4
+        self.stride = stride
+        ids = np.repeat(np.arange(len(self.start), dtype=np.int64), span)
+        offsets_in_span = np.arange(len(ids), dtype=np.int64) - np.repeat(np.cumsum(span) - span, span)
+        cps = np.repeat(first, span) + offsets_in_span
+        order = np.argsort(cps, kind="stable")
+        self.checkpoint_ids = ids[order].astype(np.int32)
+        n_cp = n_points // stride + 2
+        self.checkpoint_offsets = np.zeros(n_cp + 1, np.int64)
+        np.cumsum(np.bincount(cps, minlength=n_cp)[:n_cp], out=self.checkpoint_offsets[1:])
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.checkpoint_ids.nbytes + self.checkpoint_offsets.nbytes + self.by_start.nbytes
+                   + self.sorted_start.nbytes)
+
+    def open_at(self, i: int) -> np.ndarray:
+        """Indices of intervals with start <= i < end."""
+        cp = i // self.stride
+        point = cp * self.stride
+        base = self.checkpoint_ids[self.checkpoint_offsets[cp]:self.checkpoint_offsets[cp + 1]]
+        lo = int(np.searchsorted(self.sorted_start, point, "right"))
+        hi = int(np.searchsorted(self.sorted_start, i, "right"))
+        recent = self.by_start[lo:hi]
+        candidates = np.concatenate([base.astype(np.int64), recent])
+        return candidates[self.end[candidates] > i]
+
+
+@dataclass
+class AllocatorState:
+    """Segments and live blocks after one event, each sorted by address."""
+
+    index: int
+    seg_addr: np.ndarray
+    seg_size: np.ndarray
+    seg_stream: np.ndarray
+    seg_expandable: np.ndarray
+    seg_final: np.ndarray  # index into the snapshot's segment table, or NONE
+    blk_addr: np.ndarray
+    blk_size: np.ndarray
+    blk_state: np.ndarray  # ALLOCATED or PENDING_FREE
+    blk_life: np.ndarray  # life index in DeviceModel.lives, or NONE
+    blk_final: np.ndarray  # index into the snapshot's block table, or NONE
+    blk_segment: np.ndarray  # index into this state's segments, or NONE if outside all
+
+    @property
+    def reserved(self) -> int:
+        return int(self.seg_size.sum())
+
+    @property
+    def allocated(self) -> int:
+        return int(self.blk_size[self.blk_state == ALLOCATED].sum())
+
+    @property
+    def active(self) -> int:
+        return int(self.blk_size.sum())
+
+    def segment_blocks(self, s: int) -> np.ndarray:
+        """Indices of the blocks inside segment ``s``, by address."""
+        return np.nonzero(self.blk_segment == s)[0]
+
+    def free_per_segment(self) -> tuple[np.ndarray, np.ndarray]:
+        """(free bytes, largest free run) of each segment: the gaps between live blocks."""
+        n = len(self.seg_addr)
+        free_total = self.seg_size.astype(np.int64).copy()
+        largest = np.zeros(n, np.int64)
+        if n == 0:
+            return free_total, largest
+        inside = self.blk_segment != NONE
+        np.subtract.at(free_total, self.blk_segment[inside], self.blk_size[inside].astype(np.int64))
+        for s in range(n):
+            blocks = self.segment_blocks(s)
+            start = int(self.seg_addr[s])
+            cursor, best = start, 0
+            for b in blocks:
+                a = int(self.blk_addr[b])
+                best = max(best, a - cursor)
+                cursor = max(cursor, a + int(self.blk_size[b]))
+            largest[s] = max(best, start + int(self.seg_size[s]) - cursor)
+        return free_total, largest
+
+
+class Replayer:
+    """Builds :class:`AllocatorState` for any event of one device."""
+
+    def __init__(self, device: DeviceModel) -> None:
+        self.device = device
+        n = len(device.trace)
+        self.n_events = n
+        lives = device.lives
+        self._life_start = np.where(lives.start == NONE, -1, lives.start)
+        self._life_end = np.where(lives.end == NONE, n, lives.end)
+        self._life_request = np.where(lives.request == NONE, n, lives.request)
+        self.blocks = IntervalIndex(self._life_start, self._life_end, n)
+        self.life_bytes = block_bytes(device)
+
+        seg_lives = device.segment_lives
+        self._seg_start = np.where(seg_lives.start == NONE, -1, seg_lives.start)
+        self._seg_end = np.where(seg_lives.end == NONE, n, seg_lives.end)
+        self.segments = IntervalIndex(self._seg_start, self._seg_end, n)
+        start_actions = device.trace.action[np.maximum(seg_lives.start, 0)] if len(seg_lives) else np.zeros(0)
+        from memtui.model import actions as act
+
+        self._seg_is_map = (seg_lives.start != NONE) & (start_actions == act.SEGMENT_MAP)
+        self._seg_stream = (device.trace.stream[np.maximum(seg_lives.start, np.maximum(seg_lives.end, 0))]
+                            if len(seg_lives) else np.zeros(0, np.int64))
+        self._pre_blocks, self._pre_segments, self._seg_life_final = self._pre_trace()
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the checkpoints, reported by benchmarks and the TUI."""
+        return self.blocks.nbytes + self.segments.nbytes
+
+    def _pre_trace(self) -> tuple[np.ndarray, np.ndarray, dict[int, int]]:
+        dev = self.device
+        blocks = dev.blocks
+        active = (blocks.state == ALLOCATED) | (blocks.state == PENDING_FREE)
+        pre_blocks = np.nonzero(active & (dev.block_life == NONE))[0]
+        # A final segment is covered by the trace if a segment life at its address is still open.
+        open_lives = {}
+        seg_lives = dev.segment_lives
+        for life in np.nonzero(seg_lives.end == NONE)[0]:
+            open_lives[int(seg_lives.addr[life])] = int(life)
+        pre_segments = []
+        life_final: dict[int, int] = {}
+        for s in range(len(dev.segments)):
+            addr = int(dev.segments.address[s])
+            if addr in open_lives:
+                life_final[open_lives[addr]] = s
+            else:
+                pre_segments.append(s)
+        return pre_blocks, np.asarray(pre_segments, np.int64), life_final
+
+    def state_at(self, i: int) -> AllocatorState:
+        """State after event ``i`` (``i = -1``: before the first event)."""
+        dev = self.device
+        i = int(min(max(i, -1), self.n_events - 1)) if self.n_events else -1
+        lives = self.blocks.open_at(i) if i >= 0 else np.nonzero(self._life_start < 0)[0]
+        if i < 0:
+            lives = lives[self._life_end[lives] > -1]
+        pending = self._life_request[lives] <= i
+        seg_lives = self.segments.open_at(i) if i >= 0 else np.nonzero(self._seg_start < 0)[0]
+
+        pre_b = self._pre_blocks
+        blk_addr = _concat(dev.lives.addr[lives], dev.blocks.address[pre_b])
+        blk_size = np.concatenate([self.life_bytes[lives], dev.blocks.size[pre_b].astype(np.int64)])
+        pre_state = np.where(dev.blocks.state[pre_b] == PENDING_FREE, PENDING_FREE, ALLOCATED)
+        blk_state = np.concatenate([np.where(pending, PENDING_FREE, ALLOCATED), pre_state]).astype(np.int8)
+        blk_life = np.concatenate([lives, np.full(len(pre_b), NONE)]).astype(np.int64)
+        final_of_life = {int(life): b for b, life in enumerate(dev.block_life) if life != NONE}
+        blk_final = np.concatenate([
+            np.array([final_of_life.get(int(life), NONE) for life in lives], np.int64) if len(lives) else
+            np.zeros(0, np.int64), pre_b.astype(np.int64)])
+
+        pre_s = self._pre_segments
+        seg_addr = _concat(dev.segment_lives.addr[seg_lives], dev.segments.address[pre_s])
+        seg_size = np.concatenate([dev.segment_lives.size[seg_lives], dev.segments.total_size[pre_s].astype(np.int64)])
+        seg_stream = np.concatenate([np.asarray(self._seg_stream[seg_lives], np.int64) if len(seg_lives) else
+                                     np.zeros(0, np.int64), dev.segments.stream[pre_s].astype(np.int64)])
+        seg_expandable = np.concatenate([self._seg_is_map[seg_lives], dev.segments.expandable[pre_s]])
+        seg_final = np.concatenate([
+            np.array([self._seg_life_final.get(int(s), NONE) for s in seg_lives], np.int64),
+            pre_s.astype(np.int64)])
+
+        order = _argsort(seg_addr)
+        seg_addr, seg_size, seg_stream = seg_addr[order], seg_size[order], seg_stream[order]
+        seg_expandable, seg_final = seg_expandable[order], seg_final[order]
+        order = _argsort(blk_addr)
+        blk_addr, blk_size, blk_state = blk_addr[order], blk_size[order], blk_state[order]
+        blk_life, blk_final = blk_life[order], blk_final[order]
+        blk_segment = _segment_of(blk_addr, seg_addr, seg_size)
+        return AllocatorState(i, seg_addr, seg_size, seg_stream, seg_expandable, seg_final,
+                              blk_addr, blk_size, blk_state, blk_life, blk_final, blk_segment)
+
+    def allocated_at(self, i: int) -> int:
+        return self.state_at(i).allocated
+
+
+def block_bytes(device: DeviceModel) -> np.ndarray:
+    """Bytes each life occupies in its segment.
+
+    The trace records the requested size; the allocator rounds it up (to 512 bytes, and
+    a large block may keep an unsplit remainder). The snapshot's block table has the real
+    size of every block still live, so it wins; other lives get the 512-byte rounding.
+    """
+    sizes = device.lives.size.astype(np.int64)
+    rounded = np.where(sizes > 0, (sizes + MIN_BLOCK_SIZE - 1) // MIN_BLOCK_SIZE * MIN_BLOCK_SIZE, 0)
+    linked = device.block_life != NONE
+    rounded[device.block_life[linked]] = device.blocks.size[linked].astype(np.int64)
+    return rounded
+
+
+def _concat(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype == object or b.dtype == object:
+        return np.concatenate([a.astype(object), b.astype(object)])
+    return np.concatenate([a.astype(np.int64), b.astype(np.int64)]) if a.dtype != np.uint64 and \
+        b.dtype != np.uint64 else np.concatenate([a.astype(np.uint64), b.astype(np.uint64)])
+
+
+def _argsort(values: np.ndarray) -> np.ndarray:
+    return np.argsort(values, kind="stable")
+
+
+def _segment_of(blk_addr: np.ndarray, seg_addr: np.ndarray, seg_size: np.ndarray) -> np.ndarray:
+    """For each block, the index of the segment containing its start, or NONE."""
+    if len(seg_addr) == 0 or len(blk_addr) == 0:
+        return np.full(len(blk_addr), NONE, np.int64)
+    pos = np.searchsorted(seg_addr, blk_addr, "right") - 1
+    ok = pos >= 0
+    safe = np.maximum(pos, 0)
+    ends = seg_addr[safe] + seg_size[safe].astype(seg_addr.dtype) if seg_addr.dtype != object else \
+        np.array([int(a) + int(s) for a, s in zip(seg_addr[safe], seg_size[safe])], object)
+    ok &= blk_addr < ends
+    return np.where(ok, pos, NONE)
