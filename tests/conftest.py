@@ -1,0 +1,69 @@
+"""Shared test fixtures.
+
+Two sources of real snapshots: the project's own ``sample_snapshots/`` (always present,
+so tests on them always run) and ``../shared/snapshots`` next to the checkout (real
+files with ``*.truth.json`` ground truth; tests using them skip cleanly when absent).
+"""
+
+from __future__ import annotations
+
+import json
+import lzma
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_snapshots"
+SHARED = Path(os.environ.get("MEMTUI_SHARED_SNAPSHOTS", ROOT.parent / "shared" / "snapshots"))
+
+
+def shared_files(pattern: str = "*.pickle*") -> list[Path]:
+    """Real snapshots in ../shared/snapshots (empty when the folder is absent)."""
+    if not SHARED.is_dir():
+        return []
+    return sorted(p for p in SHARED.glob(pattern) if not p.name.endswith(".json"))
+
+
+def sample_files() -> list[Path]:
+    return sorted(p for p in SAMPLES.rglob("*.pickle*"))
+
+
+def truth_for(path: Path) -> dict:
+    name = path.name.split(".pickle")[0]
+    return json.loads((path.parent / f"{name}.truth.json").read_text())
+
+
+def shared_params(pattern: str = "*.pickle*"):
+    """pytest params over the shared snapshots, or one skipped param when there are none."""
+    files = shared_files(pattern)
+    if not files:
+        return [pytest.param(None, marks=pytest.mark.skip(reason=f"no real snapshots at {SHARED}"))]
+    return [pytest.param(p, id=p.name) for p in files]
+
+
+def require(path: Path | None) -> Path:
+    if path is None or not path.exists():
+        pytest.skip(f"snapshot not available: {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def big_trace(tmp_path_factory) -> Path:
+    """The 1,000,000-event shared snapshot (decompressed once per test session)."""
+    src = SHARED / "big_trace.pickle.xz"
+    if not src.exists():
+        pytest.skip(f"1M-event snapshot not available at {src}")
+    out = tmp_path_factory.mktemp("big") / "big_trace.pickle"
+    with lzma.open(src) as fin, open(out, "wb") as fout:
+        shutil.copyfileobj(fin, fout, 1 << 20)
+    return out
+
+
+@pytest.fixture
+def shared_dir() -> Path:
+    if not SHARED.is_dir():
+        pytest.skip(f"no real snapshots at {SHARED}")
+    return SHARED
