@@ -43,7 +43,7 @@ def run(args) -> int:
     device = device_or_error(snapshot, args.device)
     trace = snapshot.devices[device].trace
     n = len(trace)
-    start = args.start + n if args.start < 0 else args.start
+    start = max(0, args.start + n) if args.start < 0 else args.start
     if not 0 <= start <= n:
         raise UsageError(f"--start {args.start} is outside the trace (0..{n - 1})")
     if args.limit < 0:

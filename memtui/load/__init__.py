@@ -52,7 +52,10 @@ def _looks_like_pickle(head: bytes) -> bool:
     # Protocol 2+ starts with PROTO; protocols 0 and 1 start with a container opcode.
     if head[:1] == b"\x80":
         return len(head) > 1 and 2 <= head[1] <= 5
-    return head[:1] in (b"(", b"]", b"}", b"l", b"d", b"N", b"I", b"L", b"S", b"V", b"X", b"K", b"J", b"M")
+    # GLOBAL ('c') and INST ('i') are allowed through so a hostile protocol-0 file is
+    # refused by the name of the global it asks for, which is the clearer message.
+    return head[:1] in (b"(", b"]", b"}", b"l", b"d", b"N", b"I", b"L", b"S", b"V", b"X", b"K", b"J", b"M",
+                        b"F", b"c", b"i")
 
 
 def _looks_like_export(head: bytes) -> bool:

@@ -1,0 +1,105 @@
+"""The headless commands on real snapshots: text and JSON."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from memtui.cli import main
+from tests.conftest import SHARED, sample_files, shared_params
+
+OOM_TRAINING = SHARED / "oom_training.pickle"
+
+
+def all_real():
+    params = shared_params("*.pickle")
+    params += [pytest.param(p, id=f"sample-{p.name}") for p in sample_files()]
+    return params
+
+
+def run(args, capsys) -> tuple[int, str, str]:
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize("path", all_real())
+def test_every_command_on_every_file(path, capsys):
+    for args in (["info"], ["top", "-n", "5"], ["events", "--limit", "20"], ["events", "--start", "-3"]):
+        code, out, err = run([args[0], str(path), *args[1:]], capsys)
+        assert code == 0, err
+        assert out.strip()
+        code, out, err = run([args[0], str(path), *args[1:], "--json"], capsys)
+        assert code == 0, err
+        json.loads(out)
+
+
+@pytest.mark.parametrize("path", all_real())
+def test_stack_of_largest_live_block(path, capsys):
+    code, out, _ = run(["top", str(path), "-n", "1", "--json"], capsys)
+    rows = json.loads(out)
+    if not rows:
+        pytest.skip("no live blocks")
+    address_n = rows[0]["address_n"]
+    for spelling in (address_n, "0x" + address_n, "b" + address_n):
+        code, out, err = run(["stack", str(path), spelling, "--json"], capsys)
+        assert code == 0, err
+        assert json.loads(out)["address_n"] == address_n
+
+
+def require_oom_training():
+    if not OOM_TRAINING.exists():
+        pytest.skip("shared snapshots not available")
+    return OOM_TRAINING
+
+
+def test_events_rows(capsys):
+    path = require_oom_training()
+    code, out, _ = run(["events", str(path), "--start", "710", "--limit", "1", "--json"], capsys)
+    row = json.loads(out)[0]
+    assert row["index"] == 710 and row["action"] == "oom" and row["size"] == 1 << 30
+    assert row["top_frame"].endswith("w_oom_training")
+
+
+def test_top_text_is_human_readable(capsys):
+    path = require_oom_training()
+    code, out, _ = run(["top", str(path), "-n", "2"], capsys)
+    assert "2.00 GiB" in out and "gen_snapshots.py:160 w_oom_training" in out
+
+
+def test_stack_hides_native_frames_unless_asked(capsys):
+    path = SHARED / "train_linear_adam.pickle"
+    if not path.exists():
+        pytest.skip("shared snapshots not available")
+    _, out, _ = run(["top", str(path), "-n", "1", "--json"], capsys)
+    address_n = json.loads(out)[0]["address_n"]
+    _, short, _ = run(["stack", str(path), address_n], capsys)
+    _, full, _ = run(["stack", str(path), address_n, "--all-frames"], capsys)
+    assert "torch::unwind::unwind()" not in short
+    assert "torch::unwind::unwind()" in full
+
+
+def test_unknown_address_n(capsys):
+    path = require_oom_training()
+    code, _, err = run(["stack", str(path), "dead_7"], capsys)
+    assert code == 2 and "no such allocation" in err
+
+
+def test_bad_device(capsys):
+    path = require_oom_training()
+    code, _, err = run(["events", str(path), "--device", "9"], capsys)
+    assert code == 2 and "no device 9" in err
+
+
+def test_python_dash_m_works():
+    result = subprocess.run([sys.executable, "-m", "memtui", "--help"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0
+    assert "info" in result.stdout
+
+
+def test_info_on_the_million_event_file(big_trace, capsys):
+    code, out, _ = run(["info", str(big_trace), "--json"], capsys)
+    assert json.loads(out)["devices"][0]["trace"]["entries"] == 1_000_000
