@@ -12,18 +12,27 @@ import math
 import numpy as np
 
 
-def int_column(values: list, field: str, warnings: list[str], default: int = 0) -> np.ndarray:
-    """int64 column (uint64 or object when values do not fit); bad values become ``default``."""
+def int_column(values: list, field: str, warnings: list[str], default: int = 0, wide: bool = False) -> np.ndarray:
+    """int64 column; bad values become ``default`` (reported in ``warnings``).
+
+    With ``wide`` (addresses) values past 63 bits stay exact in a uint64 or, past 64
+    bits, an object column. Without it (sizes, streams) they are out of range and
+    replaced like any other bad value.
+    """
+    if not values:
+        return np.zeros(0, np.int64)
     try:
-        return np.array(values, dtype=np.int64) if values else np.zeros(0, np.int64)
+        return np.array(values, dtype=np.int64)
+    except (OverflowError, TypeError, ValueError):
+        pass
+    values = _sanitize_ints(values, field, warnings, default, wide)
+    try:
+        return np.array(values, dtype=np.int64)
     except OverflowError:
         pass
-    except (TypeError, ValueError):
-        values = _sanitize_ints(values, field, warnings, default)
-        return int_column(values, field, warnings, default)
     try:
         return np.array(values, dtype=np.uint64)
-    except (OverflowError, ValueError, TypeError):
+    except OverflowError:
         return np.array(values, dtype=object)
 
 
@@ -47,23 +56,23 @@ def float_column(values: list, field: str, warnings: list[str]) -> np.ndarray:
         return out
 
 
-def _sanitize_ints(values: list, field: str, warnings: list[str], default: int) -> list:
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _sanitize_ints(values: list, field: str, warnings: list[str], default: int, wide: bool) -> list:
     bad = 0
     out = []
     for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
+        if isinstance(v, float) and math.isfinite(v) and abs(v) < 2**63:
+            v = int(v)
+        if isinstance(v, bool) or not isinstance(v, int) or (not wide and not INT64_MIN <= v <= INT64_MAX) or (
+                wide and v < INT64_MIN):
             out.append(default)
             bad += 1
-        elif isinstance(v, float):
-            if math.isfinite(v):
-                out.append(int(v))
-            else:
-                out.append(default)
-                bad += 1
         else:
             out.append(v)
     if bad:
-        warnings.append(f"{bad} values of '{field}' are not integers (treated as {default})")
+        warnings.append(f"{bad} values of '{field}' are not usable integers (treated as {default})")
     return out
 
 

@@ -52,11 +52,8 @@ class FrameTable:
             filename, line, name = frame.get("filename", "??"), frame.get("line", 0), frame.get("name", "??")
         else:
             filename, line, name = "??", 0, str(frame)
-        if not isinstance(line, int) or isinstance(line, bool):
-            try:
-                line = int(line)
-            except (TypeError, ValueError, OverflowError):
-                line = 0
+        if not isinstance(line, int) or isinstance(line, bool) or not 0 <= line < 1 << 62:
+            line = line if isinstance(line, int) and not isinstance(line, bool) and 0 <= line < 1 << 62 else 0
         key = (self.strings.intern(filename), line, self.strings.intern(name))
         fid = self._by_content.get(key)
         if fid is None:

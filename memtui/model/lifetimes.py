@@ -115,11 +115,9 @@ def compute_lifetimes(
     request = first_of(request_codes) if request_codes else np.full(n_lives, NONE, np.int64)
     end = first_of(end_codes)
     # The size of a life is its start's size, or any of its events' when the start is gone.
-    life_size = size[sorted_idx[first]].astype(np.int64, copy=True) if size.dtype != object else np.array(
-        [int(v) for v in size[sorted_idx[first]]], np.int64)
+    life_size = size[sorted_idx[first]].astype(np.int64)
     has_start = start != NONE
-    life_size[has_start] = size[start[has_start]].astype(np.int64) if size.dtype != object else [
-        int(v) for v in size[start[has_start]]]
+    life_size[has_start] = size[start[has_start]]
 
     event_version[sorted_idx] = version
     event_life[sorted_idx] = life

@@ -94,11 +94,11 @@ def build_segments(
             b_stack.append(stacks.intern(block.get("frames")))
             b_seg.append(si)
 
-    def col(key: str) -> np.ndarray:
-        return int_column([s.get(key, 0) for s in segments], f"segment {key}", warnings)
+    def col(key: str, wide: bool = False) -> np.ndarray:
+        return int_column([s.get(key, 0) for s in segments], f"segment {key}", warnings, wide=wide)
 
     seg_table = SegmentTable(
-        address=col("address"),
+        address=col("address", wide=True),
         total_size=col("total_size"),
         allocated_size=col("allocated_size"),
         active_size=col("active_size"),
@@ -113,7 +113,7 @@ def build_segments(
         pools=pools,
     )
     block_table = BlockTable(
-        address=int_column(b_addr, "block address", warnings),
+        address=int_column(b_addr, "block address", warnings, wide=True),
         size=int_column(b_size, "block size", warnings),
         requested_size=int_column(b_req, "block requested_size", warnings),
         state=np.asarray(b_state, np.int16),

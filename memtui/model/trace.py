@@ -58,7 +58,7 @@ def build_trace(
     intern_string = strings.intern
     return TraceColumns(
         action=action,
-        addr=int_column([e.get("addr", 0) for e in entries], "addr", warnings),
+        addr=int_column([e.get("addr", 0) for e in entries], "addr", warnings, wide=True),
         size=int_column([e.get("size", 0) for e in entries], "size", warnings),
         stream=int_column([e.get("stream", 0) for e in entries], "stream", warnings),
         time_us=float_column([e.get("time_us") for e in entries], "time_us", warnings),

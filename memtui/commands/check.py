@@ -1,0 +1,30 @@
+"""memtui check: consistency findings about a snapshot file."""
+
+from __future__ import annotations
+
+from memtui.commands._common import add_json_flag, add_snapshot_argument, load, print_json
+from memtui.model.checks import check_snapshot
+
+NAME = "check"
+HELP = "List warnings about a snapshot: replaced values, contradictions, escaped strings, a mid-run start."
+
+
+def add_arguments(parser) -> None:
+    add_snapshot_argument(parser)
+    parser.add_argument("--strict", action="store_true", help="exit with status 1 when there is any warning")
+    add_json_flag(parser)
+
+
+def run(args) -> int:
+    snapshot = load(args.snapshot)
+    findings = check_snapshot(snapshot)
+    if args.json:
+        print_json([f.as_dict() for f in findings])
+    elif not findings:
+        print(f"{snapshot.name}: no problems found")
+    else:
+        for f in findings:
+            where = f"device {f.device}: " if f.device is not None else ""
+            print(f"{f.level}: {where}{f.message}")
+    warnings = sum(f.level == "warning" for f in findings)
+    return 1 if args.strict and warnings else 0
