@@ -1,0 +1,115 @@
+"""What is allocated when: the per-event allocated curve and the lives behind it.
+
+Bytes are the allocator's block sizes (requests rounded up as the caching allocator
+does, exact for blocks still live at snapshot time), so the curve's peak is what
+``torch.cuda.max_memory_allocated`` reports. An allocation stops counting as allocated
+at its ``free_requested``: a block whose free waits on another stream is no longer the
+program's, even while the allocator cannot reuse it yet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from memtui.model import DeviceModel
+from memtui.model import actions as act
+from memtui.model.lifetimes import NONE
+from memtui.model.segments import ALLOCATED
+from memtui.replay import block_bytes
+
+
+@dataclass
+class LifeSpans:
+    """For every life of a device: [start, stop) in event indices, bytes and stack.
+
+    ``start`` is -1 for memory allocated before the trace begins; ``stop`` is the
+    number of events for memory still allocated when the snapshot was taken.
+    """
+
+    start: np.ndarray
+    stop: np.ndarray
+    size: np.ndarray
+    stack: np.ndarray
+    n_events: int
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def live_at(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For sorted event indices ``points``: the [first, last) range of points each life spans."""
+        first = np.searchsorted(points, self.start, "left")
+        last = np.searchsorted(points, self.stop, "left")
+        return first, last
+
+
+def life_spans(dev: DeviceModel) -> LifeSpans:
+    """Spans of every life in the trace, plus the blocks allocated at snapshot time that
+    no life accounts for (allocated before the trace began and never freed in it)."""
+    lives = dev.lives
+    n = len(dev.trace)
+    start = lives.start.astype(np.int64)
+    stop = np.where(lives.request != NONE, lives.request, lives.end).astype(np.int64)
+    stop = np.where(stop == NONE, n, stop)
+    # A life whose alloc was cut off by the ring buffer takes its stack from any of its events.
+    stack_event = np.where(start != NONE, start, np.minimum(stop, max(n - 1, 0)))
+    stack = dev.trace.stack[stack_event].astype(np.int32) if n else np.zeros(0, np.int32)
+    # The snapshot's block table knows the stack of a live block even when its alloc fell out.
+    linked = np.nonzero(dev.block_life != NONE)[0]
+    lives_linked = dev.block_life[linked]
+    stack[lives_linked] = np.where(stack[lives_linked] >= 0, stack[lives_linked], dev.blocks.stack[linked])
+    untraced = np.nonzero((dev.blocks.state == ALLOCATED) & (dev.block_life == NONE))[0]
+    return LifeSpans(
+        start=np.concatenate([np.where(start == NONE, -1, start), np.full(len(untraced), -1, np.int64)]),
+        stop=np.concatenate([stop, np.full(len(untraced), n, np.int64)]),
+        size=np.concatenate([block_bytes(dev), dev.blocks.size[untraced].astype(np.int64)]),
+        stack=np.concatenate([stack, dev.blocks.stack[untraced].astype(np.int32)]),
+        n_events=n,
+    )
+
+
+def allocated_curve(dev: DeviceModel, spans: LifeSpans | None = None) -> np.ndarray:
+    """Allocated bytes after each event (int64, one value per event)."""
+    spans = spans if spans is not None else life_spans(dev)
+    n = spans.n_events
+    if n == 0:
+        return np.zeros(0, np.int64)
+    started = spans.start >= 0
+    delta = np.zeros(n + 1, np.int64)
+    np.add.at(delta, spans.start[started], spans.size[started])
+    np.add.at(delta, spans.stop, -spans.size)
+    return int(spans.size[~started].sum()) + np.cumsum(delta[:n])
+
+
+@dataclass
+class Peak:
+    index: int  # event after which allocated memory was highest (-1: no trace)
+    allocated: int
+    time_us: float
+
+
+def allocated_peak(dev: DeviceModel, curve: np.ndarray | None = None) -> Peak:
+    curve = allocated_curve(dev) if curve is None else curve
+    if len(curve) == 0:
+        return Peak(-1, dev.allocated, float("nan"))
+    i = int(np.argmax(curve))
+    return Peak(i, int(curve[i]), float(dev.trace.time_us[i]))
+
+
+def reserved_curve(dev: DeviceModel) -> np.ndarray:
+    """Reserved bytes (segments) after each event.
+
+    Summed from the segment events themselves rather than from paired lives: with
+    expandable segments an unmap may release part of a mapped range, so maps and
+    unmaps do not pair by address. The curve ends at the snapshot's own figure.
+    """
+    trace = dev.trace
+    n = len(trace)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    sign = np.zeros(n, np.int64)
+    sign[np.isin(trace.action, act.SEGMENT_START)] = 1
+    sign[np.isin(trace.action, act.SEGMENT_END)] = -1
+    curve = np.cumsum(sign * trace.size.astype(np.int64))
+    return curve + max(dev.reserved - int(curve[-1]), 0)

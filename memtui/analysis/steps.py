@@ -1,0 +1,93 @@
+"""Where the iterations of a run are in a trace.
+
+Training loops leave ``external_annotations`` (``Optimizer.step#AdamW.step`` START/END,
+``Optimizer.zero_grad#...``): the name that repeats most marks one point per
+iteration. Without them, the trace is cut into equal time windows (or equal event
+windows when it has no times).
+
+A point is an event index: "the state after this event".
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from memtui.model import DeviceModel, Snapshot
+
+MIN_ANNOTATED_STEPS = 3
+DEFAULT_WINDOWS = 10
+
+
+@dataclass
+class StepPoints:
+    kind: str  # "annotation", "time" or "events"
+    name: str | None  # the annotation that marks steps
+    indices: np.ndarray  # event index of each point, ascending
+    steps: int  # how many iterations the points stand for (annotation count, or windows)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "name": self.name, "steps": self.steps,
+                "indices": [int(i) for i in self.indices]}
+
+
+def step_points(snapshot: Snapshot, dev: DeviceModel, max_points: int = 24,
+                windows: int = DEFAULT_WINDOWS) -> StepPoints:
+    """Sample points, at most ``max_points`` of them, evenly spread over the steps."""
+    n = len(dev.trace)
+    annotated = _annotated_points(snapshot, dev)
+    if annotated is not None:
+        name, indices = annotated
+        return StepPoints("annotation", name, _thin(indices, max_points), len(indices))
+    times = dev.trace.time_us
+    windows = max(2, min(windows, max_points))
+    if n and np.isfinite(times).all() and times[-1] > times[0]:
+        edges = times[0] + (times[-1] - times[0]) * np.arange(1, windows + 1) / windows
+        indices = np.searchsorted(np.maximum.accumulate(times), edges, "right") - 1
+        return StepPoints("time", None, np.unique(np.clip(indices, 0, n - 1)), windows)
+    indices = np.unique(np.clip((np.arange(1, windows + 1) * n) // windows - 1, 0, max(n - 1, 0))) if n else \
+        np.zeros(0, np.int64)
+    return StepPoints("events", None, indices, windows)
+
+
+def step_boundaries(snapshot: Snapshot, dev: DeviceModel) -> tuple[str, np.ndarray] | None:
+    """The step annotation's name and the event index of every one of its points, or None."""
+    return _annotated_points(snapshot, dev)
+
+
+def _annotated_points(snapshot: Snapshot, dev: DeviceModel) -> tuple[str, np.ndarray] | None:
+    times = dev.trace.time_us
+    if len(times) == 0 or not np.isfinite(times).all():
+        return None
+    mine = [a for a in snapshot.annotations if a.device == dev.device and np.isfinite(a.time_us)]
+    ends = [a for a in mine if a.stage == "END"] or mine
+    counts = Counter(a.name for a in ends)
+    if not counts:
+        return None
+    most = max(counts.values())
+    if most < MIN_ANNOTATED_STEPS:
+        return None
+    # Between names marking every iteration, the one coming last in the iteration sees
+    # the iteration's transient memory already gone.
+    first_time = {}
+    for a in ends:
+        first_time.setdefault(a.name, a.time_us)
+    name = max((n for n, c in counts.items() if c == most), key=lambda n: first_time[n])
+    marks = np.sort(np.array([a.time_us for a in ends if a.name == name]))
+    indices = np.searchsorted(np.maximum.accumulate(times), marks, "right") - 1
+    indices = indices[indices >= 0]
+    if len(indices) < MIN_ANNOTATED_STEPS:
+        return None
+    return name, indices.astype(np.int64)
+
+
+def _thin(indices: np.ndarray, limit: int) -> np.ndarray:
+    if len(indices) <= limit:
+        return indices
+    pick = np.unique(np.rint(np.linspace(0, len(indices) - 1, limit)).astype(np.int64))
+    return indices[pick]
