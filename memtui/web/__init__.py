@@ -1,0 +1,1 @@
+"""The explorer in a browser, through textual-serve (optional extra ``memtui[web]``)."""
