@@ -32,14 +32,40 @@ def is_torch_frame(filename: str) -> bool:
     return "/torch/" in path or path.startswith("torch/")
 
 
+class UnplainValue(Exception):
+    """Strict interning met something that is not plain snapshot data; the caller falls back."""
+
+
+class StackToken:
+    """Stands in for a frame list once it is interned (see :meth:`StackTable.intern_plain`).
+
+    No pickle can make one: the streaming unpickler refuses every global but its sink.
+    """
+
+    __slots__ = ("sid",)
+
+    def __init__(self, sid: int) -> None:
+        self.sid = sid
+
+
+def _text(value: object) -> str:
+    # The same conversion StringTable.intern applies, done early so frames key by text.
+    if isinstance(value, str):
+        return value
+    return "" if value is None else str(value)
+
+
 class FrameTable:
-    """Distinct frames as columns: filename id, line, function-name id, and flags."""
+    """Distinct frames as columns: filename id, line, function-name id, and flags.
+
+    Frames are keyed by their text while building; their strings enter the string table
+    at :meth:`freeze`, in frame order, so string ids do not depend on how the trace was
+    cut into batches.
+    """
 
     def __init__(self, strings: StringTable) -> None:
         self.strings = strings
-        self._filename: list[int] = []
-        self._line: list[int] = []
-        self._name: list[int] = []
+        self._keys: list[tuple[str, int, str]] = []
         self._by_content: dict[tuple, int] = {}
         self.filename = np.zeros(0, np.int32)
         self.line = np.zeros(0, np.int64)
@@ -53,28 +79,43 @@ class FrameTable:
         else:
             filename, line, name = "??", 0, str(frame)
         if not isinstance(line, int) or isinstance(line, bool) or not 0 <= line < 1 << 62:
-            line = line if isinstance(line, int) and not isinstance(line, bool) and 0 <= line < 1 << 62 else 0
-        key = (self.strings.intern(filename), line, self.strings.intern(name))
+            line = 0
+        return self._intern_key((_text(filename), line, _text(name)))
+
+    def intern_plain(self, frame: object) -> int:
+        """Like :meth:`intern`, but only for a frame dict of plain values."""
+        if type(frame) is not dict:
+            raise UnplainValue(f"a frame is a {type(frame).__name__}")
+        filename, line, name = frame.get("filename", "??"), frame.get("line", 0), frame.get("name", "??")
+        if type(filename) is not str or type(name) is not str or type(line) is not int:
+            raise UnplainValue("a frame holds a value that is not plain")
+        if not 0 <= line < 1 << 62:
+            line = 0
+        return self._intern_key((filename, line, name))
+
+    def _intern_key(self, key: tuple[str, int, str]) -> int:
         fid = self._by_content.get(key)
         if fid is None:
-            fid = len(self._filename)
+            fid = len(self._keys)
             self._by_content[key] = fid
-            self._filename.append(key[0])
-            self._line.append(key[1])
-            self._name.append(key[2])
+            self._keys.append(key)
         return fid
 
     def freeze(self) -> None:
-        """Turn the growing lists into numpy columns and compute the flags."""
-        self.filename = np.asarray(self._filename, np.int32)
-        self.line = np.asarray(self._line, np.int64) if self._line else np.zeros(0, np.int64)
-        self.name = np.asarray(self._name, np.int32)
-        names = [self.strings[i] for i in self._filename]
+        """Intern the frames' strings, turn the growing lists into numpy columns, compute flags."""
+        intern = self.strings.intern
+        ids = [(intern(filename), intern(name)) for filename, _, name in self._keys]
+        self.filename = np.asarray([f for f, _ in ids], np.int32)
+        self.line = np.asarray([line for _, line, _ in self._keys], np.int64)
+        self.name = np.asarray([n for _, n in ids], np.int32)
+        names = [self.strings[i] for i in self.filename.tolist()]
         self.native = np.array([is_native_frame(f) for f in names], bool)
         self.user = np.array([not is_native_frame(f) and not is_torch_frame(f) for f in names], bool)
+        self._keys = []
+        self._by_content = {}
 
     def __len__(self) -> int:
-        return len(self._filename) if self._filename else len(self.filename)
+        return len(self._keys) if self._keys else len(self.filename)
 
     def filename_of(self, fid: int) -> str:
         return self.strings[int(self.filename[fid])]
@@ -98,6 +139,7 @@ class StackTable:
         self._by_identity: dict[int, int] = {}
         self._keepalive: list[object] = []
         self._frame_identity: dict[int, int] = {}
+        self._tokens: dict[int, StackToken] = {}
         self.flat = np.zeros(0, np.int32)
         self.offsets = np.zeros(1, np.int64)
         self.top_user = np.zeros(0, np.int32)
@@ -118,12 +160,53 @@ class StackTable:
         key = tuple([intern_frame(f) for f in frames])
         sid = self._by_content.get(key)
         if sid is None:
-            sid = len(self._offsets) - 1
-            self._by_content[key] = sid
-            self._flat.extend(key)
-            self._offsets.append(len(self._flat))
+            sid = self._add(key)
         self._by_identity[id(frames)] = sid
         self._keepalive.append(frames)
+        return sid
+
+    def intern_plain(self, frames: object) -> int:
+        """Stack id of a frame list, for the streaming decoder: strict, and memory-lean.
+
+        Only a list of plain frame dicts is accepted (:class:`UnplainValue` otherwise).
+        Once interned, the list's content is replaced by one :class:`StackToken`: the
+        unpickler's memo keeps the list alive (a later entry may refer to it again, as a
+        free_completed does to its free_requested's list), and a one-item list costs a
+        fraction of the frames it held.
+        """
+        if frames is None:
+            return NO_STACK
+        if type(frames) is not list:
+            raise UnplainValue(f"frames is a {type(frames).__name__}")
+        if not frames:
+            return NO_STACK
+        first = frames[0]
+        if type(first) is StackToken:
+            return first.sid
+        cache = self._frame_identity
+        intern_frame = self.frames.intern_plain
+        key = []
+        for frame in frames:
+            fid = cache.get(id(frame))
+            if fid is None:
+                fid = cache[id(frame)] = intern_frame(frame)
+                self._keepalive.append(frame)
+            key.append(fid)
+        key = tuple(key)
+        sid = self._by_content.get(key)
+        if sid is None:
+            sid = self._add(key)
+        token = self._tokens.get(sid)
+        if token is None:
+            token = self._tokens[sid] = StackToken(sid)
+        frames[:] = (token,)
+        return sid
+
+    def _add(self, key: tuple) -> int:
+        sid = len(self._offsets) - 1
+        self._by_content[key] = sid
+        self._flat.extend(key)
+        self._offsets.append(len(self._flat))
         return sid
 
     def _intern_frame_cached(self, frame: object) -> int:
@@ -140,6 +223,8 @@ class StackTable:
         self._by_identity = {}
         self._frame_identity = {}
         self._keepalive = []
+        self._tokens = {}
+        self._by_content = {}
         self.frames.freeze()
         self.flat = np.asarray(self._flat, np.int32)
         self.offsets = np.asarray(self._offsets, np.int64)

@@ -15,7 +15,7 @@ from memtui.model.frames import FrameTable, StackTable
 from memtui.model.lifetimes import NONE, Lifetimes, compute_lifetimes
 from memtui.model.segments import ALLOCATED, PENDING_FREE, BlockTable, SegmentTable, build_segments
 from memtui.model.strings import StringTable
-from memtui.model.trace import TraceColumns, build_trace
+from memtui.model.trace import ModelTables, TraceColumns, build_trace
 
 
 @dataclass
@@ -177,31 +177,42 @@ def build_model(raw: dict, source_path: str = "", source_size: int = 0) -> Snaps
     ``raw``'s trace lists are emptied as they are consumed, so the entry dicts can be
     freed while the next device is built and nothing holds them afterwards.
     """
-    warnings: list[str] = []
-    strings = StringTable([""])
-    frames = FrameTable(strings)
-    stacks = StackTable(frames)
-    actions = ActionTable()
-
+    tables = ModelTables.new()
     traces = raw.get("device_traces") or []
-    seg_devices = [_as_device(s.get("device", 0)) for s in raw["segments"]]
-    n_devices = max([len(traces)] + [d + 1 for d in seg_devices])
     columns: list[TraceColumns] = []
-    for d in range(n_devices):
+    for d in range(device_count(raw)):
         entries = traces[d] if d < len(traces) else []
-        columns.append(build_trace(entries, actions, stacks, strings, warnings, f"device {d} trace"))
+        columns.append(build_trace(entries, tables, f"device {d} trace"))
         if d < len(traces):
             traces[d] = []  # release the entry dicts as soon as they are columns
+    return assemble_model(raw, columns, tables, source_path, source_size)
+
+
+def device_count(raw: dict) -> int:
+    """Devices in a snapshot: one per trace, and as many as its segments name."""
+    traces = raw.get("device_traces") or []
+    return max([len(traces)] + [_as_device(s.get("device", 0)) + 1 for s in raw["segments"]])
+
+
+def assemble_model(raw: dict, columns: list[TraceColumns], tables: ModelTables, source_path: str = "",
+                   source_size: int = 0) -> Snapshot:
+    """The model from every device's trace columns and the rest of the snapshot dict.
+
+    Shared by the plain loader and the streaming decoder, which builds ``columns`` (with
+    ``tables``) while it reads and hands over ``raw`` without its traces.
+    """
+    strings, stacks, actions, warnings = tables.strings, tables.stacks, tables.actions, tables.warnings
+    n_devices = len(columns)
     per_device_segments: list[list[dict]] = [[] for _ in range(n_devices)]
-    for seg, d in zip(raw["segments"], seg_devices):
-        per_device_segments[d].append(seg)
-    tables = [build_segments(segs, stacks, strings, warnings) for segs in per_device_segments]
+    for seg in raw["segments"]:
+        per_device_segments[_as_device(seg.get("device", 0))].append(seg)
+    tables_per_device = [build_segments(segs, stacks, strings, warnings) for segs in per_device_segments]
     stacks.freeze()
 
     devices = []
     for d in range(n_devices):
         trace = columns[d]
-        seg_table, block_table = tables[d]
+        seg_table, block_table = tables_per_device[d]
         lives = compute_lifetimes(trace.action, trace.addr, trace.size, act.BLOCK_START,
                                   (act.FREE_REQUESTED,), act.BLOCK_END)
         segment_lives = compute_lifetimes(trace.action, trace.addr, trace.size, act.SEGMENT_START, (),
@@ -218,7 +229,7 @@ def build_model(raw: dict, source_path: str = "", source_size: int = 0) -> Snaps
         source_path=source_path,
         source_size=source_size,
         strings=strings,
-        frames=frames,
+        frames=tables.frames,
         stacks=stacks,
         actions=actions,
         devices=devices,

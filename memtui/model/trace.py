@@ -1,18 +1,34 @@
-"""One device's trace as numpy columns, built without keeping the entry dicts."""
+"""One device's trace as numpy columns, built batch by batch without keeping the entry dicts.
+
+Both loaders feed the same :class:`TraceBuilder`: the plain path hands it a whole list of
+entry dicts, the streaming decoder hands it each batch of about a thousand entries as the
+unpickler produces them and lets the dicts go. The model must not depend on where the
+batches fall, so every id is assigned in entry order or at :meth:`TraceBuilder.finish`:
+compile contexts and user metadata are collected per trace and interned into the shared
+string table when the trace is finished (contexts first, then metadata).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from memtui.errors import SnapshotError
 from memtui.model.actions import ActionTable
 from memtui.model.columns import float_column, int_column
-from memtui.model.frames import StackTable
+from memtui.model.frames import FrameTable, StackTable, UnplainValue
 from memtui.model.strings import StringTable
 
 NO_VALUE = -1
+
+# (entry key, default, column name, wide): the integer columns, in the order their
+# warnings are reported.
+_INT_FIELDS = (
+    ("addr", 0, "addr", True),
+    ("size", 0, "size", False),
+    ("stream", 0, "stream", False),
+)
 
 
 @dataclass
@@ -33,43 +49,191 @@ class TraceColumns:
         return len(self.action)
 
 
-def build_trace(
-    entries: list, actions: ActionTable, stacks: StackTable, strings: StringTable, warnings: list[str], where: str
-) -> TraceColumns:
-    """Columns of ``entries``; one pass per column keeps each loop a tight comprehension."""
-    for e in entries:
-        if type(e) is not dict:
-            raise SnapshotError(f"{where}: a trace entry is a {type(e).__name__}, expected a dict")
-    n = len(entries)
-    codes = {name: code for code, name in enumerate(actions.names)}
-    raw_actions = [e.get("action") for e in entries]
-    action = np.fromiter(
-        (codes[a] if a in codes else _new_code(actions, codes, a) for a in raw_actions), np.int16, n
-    )
-    del raw_actions
+@dataclass
+class ModelTables:
+    """The tables every device's columns refer to, shared while a snapshot is built."""
 
-    if any("cpp_frames" in e for e in entries):
-        # torch 2.0 kept C++ frames apart; put them first, innermost first, like newer torch.
-        stack = [stacks.intern(list(e.get("cpp_frames") or []) + list(e.get("frames") or [])) for e in entries]
-    else:
+    strings: StringTable
+    frames: FrameTable
+    stacks: StackTable
+    actions: ActionTable
+    warnings: list[str] = field(default_factory=list)
+
+    @classmethod
+    def new(cls) -> ModelTables:
+        strings = StringTable([""])
+        frames = FrameTable(strings)
+        return cls(strings, frames, StackTable(frames), ActionTable())
+
+
+class _LocalStrings:
+    """Strings of one column, numbered locally until the trace is finished."""
+
+    def __init__(self) -> None:
+        self.ids: dict[object, int] = {}
+        self.values: list[object] = []
+
+    def column(self, values: list, strict: bool) -> np.ndarray:
+        get = self.ids.get
+        local = [get(v, -1) for v in values]
+        if -1 in local:
+            for i, v in enumerate(values):
+                if local[i] == -1:
+                    if strict and type(v) is not str and v is not None:
+                        raise UnplainValue(f"a string field holds a {type(v).__name__}")
+                    local[i] = self._add(v)
+        return np.asarray(local, np.int32)
+
+    def _add(self, value: object) -> int:
+        found = self.ids.get(value)
+        if found is None:
+            found = self.ids[value] = len(self.values)
+            self.values.append(value)
+        return found
+
+    def to_global(self, strings: StringTable) -> np.ndarray:
+        return np.asarray([strings.intern(v) for v in self.values] or [0], np.int32)
+
+
+class _Column:
+    """Batches of one column: numpy chunks while values are plain, raw lists otherwise."""
+
+    def __init__(self, dtype: type) -> None:
+        self.dtype = dtype
+        self.chunks: list[object] = []
+        self.raw = False  # some batch held values numpy could not take as they are
+
+    def add(self, values: list, strict: bool) -> None:
+        try:
+            self.chunks.append(np.array(values, self.dtype))
+        except (OverflowError, TypeError, ValueError):
+            if strict:
+                raise UnplainValue("a numeric field holds a value that is not a plain number") from None
+            self.raw = True
+            self.chunks.append(values)
+
+    def values(self) -> list:
+        out: list = []
+        for chunk in self.chunks:
+            out.extend(chunk.tolist() if isinstance(chunk, np.ndarray) else chunk)
+        return out
+
+    def concatenate(self) -> np.ndarray:
+        if not self.chunks:
+            return np.zeros(0, self.dtype)
+        out = np.concatenate(self.chunks) if len(self.chunks) > 1 else self.chunks[0]
+        self.chunks = []
+        return out
+
+
+class TraceBuilder:
+    """Accumulates one device's trace from batches of entry dicts.
+
+    ``strict`` is for the streaming decoder: it only accepts plain values (strings,
+    numbers, frame lists of frame dicts) and raises :class:`UnplainValue` on anything
+    else, so the caller can fall back to the tolerant plain path.
+    """
+
+    def __init__(self, tables: ModelTables, where: str, strict: bool = False) -> None:
+        self.tables = tables
+        self.where = where
+        self.strict = strict
+        self.count = 0
+        self._action: list[np.ndarray] = []
+        self._stack: list[np.ndarray] = []
+        self._ctx: list[np.ndarray] = []
+        self._meta: list[np.ndarray] = []
+        self._ints = {name: _Column(np.int64) for _, _, name, _ in _INT_FIELDS}
+        self._device_free = _Column(np.int64)
+        self._time = _Column(np.float64)
+        self._ctx_strings = _LocalStrings()
+        self._meta_strings = _LocalStrings()
+        self._codes = {name: code for code, name in enumerate(tables.actions.names)}
+
+    def add_batch(self, entries: list) -> None:
+        if not entries:
+            return
+        for e in entries:
+            if type(e) is not dict:
+                if self.strict:
+                    raise UnplainValue(f"a trace entry is a {type(e).__name__}")
+                raise SnapshotError(f"{self.where}: a trace entry is a {type(e).__name__}, expected a dict")
+        strict = self.strict
+        if strict and any(() in e for e in entries):
+            raise UnplainValue("a trace entry has a key that is not a string")
+        codes = self._codes
+        self._action.append(np.fromiter(
+            (codes[a] if a in codes else self._new_code(a) for a in [e.get("action") for e in entries]),
+            np.int16, len(entries)))
+        self._stack.append(self._stacks_of(entries))
+        for key, default, name, _ in _INT_FIELDS:
+            self._ints[name].add([e.get(key, default) for e in entries], strict)
+        self._time.add([e.get("time_us") for e in entries], strict)
+        self._ctx.append(self._ctx_strings.column([e.get("compile_context", "") for e in entries], strict))
+        self._meta.append(self._meta_strings.column([e.get("user_metadata", "") for e in entries], strict))
+        self._device_free.add([e.get("device_free", NO_VALUE) for e in entries], strict)
+        self.count += len(entries)
+
+    def _stacks_of(self, entries: list) -> np.ndarray:
+        stacks = self.tables.stacks
+        if self.strict:
+            if any("cpp_frames" in e for e in entries):
+                raise UnplainValue("torch 2.0 layout (cpp_frames)")
+            intern = stacks.intern_plain
+            return np.asarray([intern(e.get("frames")) for e in entries], np.int32)
+        if any("cpp_frames" in e for e in entries):
+            # torch 2.0 kept C++ frames apart; put them first, innermost first, like newer torch.
+            return np.asarray([
+                stacks.intern(list(e.get("cpp_frames") or []) + list(e.get("frames") or []))
+                if "cpp_frames" in e else stacks.intern(e.get("frames"))
+                for e in entries], np.int32)
         intern = stacks.intern
-        stack = [intern(e.get("frames")) for e in entries]
+        return np.asarray([intern(e.get("frames")) for e in entries], np.int32)
 
-    intern_string = strings.intern
-    return TraceColumns(
-        action=action,
-        addr=int_column([e.get("addr", 0) for e in entries], "addr", warnings, wide=True),
-        size=int_column([e.get("size", 0) for e in entries], "size", warnings),
-        stream=int_column([e.get("stream", 0) for e in entries], "stream", warnings),
-        time_us=float_column([e.get("time_us") for e in entries], "time_us", warnings),
-        stack=np.asarray(stack, np.int32) if n else np.zeros(0, np.int32),
-        ctx=np.fromiter((intern_string(e.get("compile_context", "")) for e in entries), np.int32, n),
-        meta=np.fromiter((intern_string(e.get("user_metadata", "")) for e in entries), np.int32, n),
-        device_free=int_column([e.get("device_free", NO_VALUE) for e in entries], "device_free", warnings, NO_VALUE),
-    )
+    def _new_code(self, name: object) -> int:
+        if self.strict and type(name) is not str:
+            raise UnplainValue(f"an action is a {type(name).__name__}")
+        code = self.tables.actions.code(name)
+        self._codes[name] = code
+        return code
+
+    def finish(self) -> TraceColumns:
+        warnings = self.tables.warnings
+        ints = {}
+        for _, default, name, wide in _INT_FIELDS:
+            ints[name] = self._int_column(self._ints[name], name, warnings, default, wide)
+        time_col = self._time
+        time_us = float_column(time_col.values(), "time_us", warnings) if time_col.raw else time_col.concatenate()
+        device_free = self._int_column(self._device_free, "device_free", warnings, NO_VALUE, False)
+        ctx_ids = self._ctx_strings.to_global(self.tables.strings)
+        meta_ids = self._meta_strings.to_global(self.tables.strings)
+        return TraceColumns(
+            action=_concat(self._action, np.int16),
+            addr=ints["addr"],
+            size=ints["size"],
+            stream=ints["stream"],
+            time_us=time_us.astype(np.float64, copy=False),
+            stack=_concat(self._stack, np.int32),
+            ctx=ctx_ids[_concat(self._ctx, np.int32)],
+            meta=meta_ids[_concat(self._meta, np.int32)],
+            device_free=device_free,
+        )
+
+    @staticmethod
+    def _int_column(column: _Column, name: str, warnings: list[str], default: int, wide: bool) -> np.ndarray:
+        if column.raw:
+            return int_column(column.values(), name, warnings, default, wide=wide)
+        return column.concatenate()
 
 
-def _new_code(actions: ActionTable, codes: dict, name: object) -> int:
-    code = actions.code(name)
-    codes[name] = code
-    return code
+def _concat(chunks: list[np.ndarray], dtype: type) -> np.ndarray:
+    if not chunks:
+        return np.zeros(0, dtype)
+    return np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
+
+
+def build_trace(entries: list, tables: ModelTables, where: str) -> TraceColumns:
+    """Columns of a whole list of entries (the plain path)."""
+    builder = TraceBuilder(tables, where)
+    builder.add_batch(entries)
+    return builder.finish()
