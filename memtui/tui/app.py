@@ -1,0 +1,160 @@
+"""The explorer application: loads a snapshot in a worker, then shows the main screen.
+
+``MemtuiApp`` takes a path or a loader callable (``loader(progress) -> Snapshot``), so
+tests hand it an already loaded snapshot and skip the file entirely.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable
+
+from textual import work
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.worker import get_current_worker
+
+from memtui.errors import MemtuiError
+from memtui.load import ProgressFn
+from memtui.model import Snapshot, open_snapshot
+from memtui.tui.device_view import build_device_view
+from memtui.tui.messages import LoadFailed, LoadFinished, LoadProgress
+
+Loader = Callable[[ProgressFn], Snapshot]
+PROGRESS_INTERVAL = 0.05  # seconds between progress messages: enough for a smooth bar
+
+
+class _LoadCancelled(Exception):
+    """Raised inside the loader's progress callback to stop a load nobody waits for."""
+
+
+class MemtuiApp(App[int]):
+    CSS_PATH = "app.tcss"
+    TITLE = "memtui"
+    BINDINGS = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Help"),
+        Binding("ctrl+c", "quit", "Quit", show=False),
+    ]
+
+    def __init__(self, source: str | os.PathLike | Loader, device: int | None = None, *,
+                 show_source: bool = True) -> None:
+        super().__init__()
+        self._source = source
+        self._device = device
+        self._show_source = show_source
+        self.snapshot: Snapshot | None = None
+        self.load_error: str | None = None
+        self.loading = False
+
+    # -- loading ---------------------------------------------------------------------
+    def _source_name_and_size(self) -> tuple[str, int]:
+        if callable(self._source):
+            return "snapshot", 0
+        path = os.fspath(self._source)
+        try:
+            return os.path.basename(path), os.path.getsize(path)
+        except OSError:
+            return os.path.basename(path), 0
+
+    def on_mount(self) -> None:
+        from memtui.tui.screens.loading import LoadingScreen
+
+        name, size = self._source_name_and_size()
+        self.push_screen(LoadingScreen(name, size))
+        self.loading = True
+        self._load()
+
+    @work(thread=True, exclusive=True, group="load", exit_on_error=False)
+    def _load(self) -> None:
+        worker = get_current_worker()
+        last = [0.0, ""]
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if worker.is_cancelled:
+                raise _LoadCancelled
+            now = time.monotonic()
+            if stage != last[1] or now - last[0] >= PROGRESS_INTERVAL or done >= total:
+                last[0], last[1] = now, stage
+                self.post_message(LoadProgress(stage, done, total))
+
+        try:
+            source = self._source
+            snapshot = source(progress) if callable(source) else open_snapshot(source, progress)
+            progress("preparing", 0, 1)
+            device = self._first_device(snapshot)
+            view = build_device_view(snapshot, device)
+        except _LoadCancelled:
+            return
+        except MemtuiError as exc:
+            self.post_message(LoadFailed(exc.message, exc.exit_code))
+            return
+        except MemoryError:
+            self.post_message(LoadFailed("out of memory while loading the snapshot", 2))
+            return
+        except Exception as exc:  # a bug, but the user still gets one line, not a traceback
+            name = self._source_name_and_size()[0]
+            self.post_message(LoadFailed(f"{name}: cannot be opened ({type(exc).__name__}: {exc})", 2))
+            return
+        self.post_message(LoadFinished(snapshot, view))
+
+    def _first_device(self, snapshot: Snapshot) -> int:
+        if self._device is not None:
+            if not 0 <= self._device < len(snapshot.devices):
+                raise MemtuiError(f"no device {self._device}; this snapshot has devices 0..{len(snapshot.devices) - 1}")
+            return self._device
+        for dev in snapshot.devices:  # the first device with anything in it
+            if len(dev.trace) or len(dev.segments):
+                return dev.device
+        return 0
+
+    def on_load_progress(self, message: LoadProgress) -> None:
+        from memtui.tui.screens.loading import LoadingScreen
+
+        if isinstance(self.screen, LoadingScreen):
+            self.screen.show_progress(message.stage, message.done, message.total)
+
+    def on_load_failed(self, message: LoadFailed) -> None:
+        self.loading = False
+        self.load_error = message.message
+        self.exit(return_code=message.exit_code)
+
+    def on_load_finished(self, message: LoadFinished) -> None:
+        from memtui.tui.screens.main import MainScreen
+
+        self.loading = False
+        self.snapshot = message.snapshot
+        self.switch_screen(MainScreen(message.snapshot, message.view, show_source=self._show_source))
+
+    # -- app-wide actions ------------------------------------------------------------------
+    def action_help(self) -> None:
+        from memtui.tui.screens.help import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Help", "Show every key and what it does", self.action_help)
+        commands = getattr(screen, "palette_commands", None)
+        if commands is not None:
+            yield from commands()
+
+
+def run_app(path: str | os.PathLike, device: int | None = None) -> int:
+    """Run the explorer on ``path``; the exit status (2 with one line on stderr if it cannot load)."""
+    app = MemtuiApp(path, device=device)
+    app.run()
+    if app.load_error:
+        print(f"memtui: {app.load_error}", file=sys.stderr)
+    code = app.return_code or 0
+    if app.loading:
+        # Quit during a load: the unpickler cannot be interrupted between progress calls,
+        # and waiting for it would make "quit at once" take seconds.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code

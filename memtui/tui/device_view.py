@@ -1,0 +1,140 @@
+"""What the explorer needs per device, computed once in a worker: replay, memory curves, annotations.
+
+Pure numpy: no textual import, so it can be built in a thread and tested alone.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from memtui.model import DeviceModel, Snapshot
+from memtui.model.lifetimes import NONE
+from memtui.replay import AllocatorState, Replayer
+
+
+@dataclass
+class AnnotationMarks:
+    """Annotation starts placed on the event axis (an annotation has a time, events have times)."""
+
+    event: np.ndarray  # event index at or after each START
+    end_event: np.ndarray  # event index of the matching END (or the last event)
+    names: list[str]
+
+    def active_at(self, i: int) -> str:
+        """Name of the innermost annotation span containing event ``i`` ('' if none)."""
+        if not len(self.event):
+            return ""
+        hits = np.nonzero((self.event <= i) & (self.end_event >= i))[0]
+        return self.names[int(hits[-1])] if len(hits) else ""
+
+
+@dataclass
+class DeviceView:
+    """One device of a snapshot, ready to be explored."""
+
+    snapshot: Snapshot
+    device: DeviceModel
+    replayer: Replayer
+    allocated: np.ndarray  # allocated bytes after each event (int64)
+    reserved: np.ndarray  # reserved bytes after each event
+    active: np.ndarray  # allocated + pending-free bytes after each event
+    t0: float  # time of the first event with a time, for relative times
+    annotations: AnnotationMarks
+
+    @property
+    def n_events(self) -> int:
+        return len(self.device.trace)
+
+    @property
+    def peak_allocated(self) -> int:
+        return int(self.allocated.max()) if len(self.allocated) else self.device.allocated
+
+    @property
+    def peak_reserved(self) -> int:
+        return int(self.reserved.max()) if len(self.reserved) else self.device.reserved
+
+    def relative_seconds(self, i: int) -> float:
+        t = float(self.device.trace.time_us[i])
+        return (t - self.t0) / 1e6 if math.isfinite(t) and math.isfinite(self.t0) else math.nan
+
+
+def build_device_view(snapshot: Snapshot, d: int) -> DeviceView:
+    device = snapshot.devices[d]
+    replayer = Replayer(device)
+    before = replayer.state_at(-1)
+    allocated, active = _block_curves(device, before, replayer)
+    reserved = _segment_curve(device, before)
+    times = device.trace.time_us
+    finite = times[np.isfinite(times)] if len(times) else times
+    t0 = float(finite.min()) if len(finite) else math.nan
+    return DeviceView(snapshot, device, replayer, allocated, reserved, active, t0, _annotation_marks(snapshot, device))
+
+
+def _curve(n: int, baseline: int, enter: np.ndarray, leave: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Bytes held after each event, for intervals [enter, leave) (enter < 0: held from the start)."""
+    delta = np.zeros(n + 1, np.int64)
+    starts = enter >= 0
+    np.add.at(delta, enter[starts], size[starts])
+    ends = leave < n
+    np.add.at(delta, leave[ends], -size[ends])
+    return baseline + np.cumsum(delta[:n])
+
+
+def _block_curves(device: DeviceModel, before: AllocatorState, replayer: Replayer) -> tuple[np.ndarray, np.ndarray]:
+    # Same rules as Replayer.state_at: a life is allocated from its alloc until its free is
+    # requested, and active until the free completes. The state before the first event
+    # already holds everything that began before the trace, so it is the baseline.
+    n = len(device.trace)
+    lives = device.lives
+    size = replayer.life_bytes
+    start = np.where(lives.start == NONE, -1, lives.start).astype(np.int64)
+    end = np.where(lives.end == NONE, n, lives.end).astype(np.int64)
+    request = np.where(lives.request == NONE, n, lives.request).astype(np.int64)
+    allocated = _curve(n, before.allocated, start, np.minimum(request, end), size)
+    active = _curve(n, before.active, start, end, size)
+    return allocated, active
+
+
+def _segment_curve(device: DeviceModel, before: AllocatorState) -> np.ndarray:
+    n = len(device.trace)
+    lives = device.segment_lives
+    start = np.where(lives.start == NONE, -1, lives.start).astype(np.int64)
+    end = np.where(lives.end == NONE, n, lives.end).astype(np.int64)
+    return _curve(n, before.reserved, start, end, lives.size.astype(np.int64))
+
+
+def _annotation_marks(snapshot: Snapshot, device: DeviceModel) -> AnnotationMarks:
+    times = device.trace.time_us
+    n = len(times)
+    empty = AnnotationMarks(np.zeros(0, np.int64), np.zeros(0, np.int64), [])
+    if not n or not np.all(np.isfinite(times)) or np.any(np.diff(times) < 0):
+        return empty  # without ordered times, annotations cannot be placed among events
+    starts: list[tuple[float, str]] = []
+    ends: dict[str, list[float]] = {}
+    for a in snapshot.annotations:
+        if a.device != device.device or not math.isfinite(a.time_us):
+            continue
+        if a.stage == "START":
+            starts.append((a.time_us, a.name))
+        elif a.stage == "END":
+            ends.setdefault(a.name, []).append(a.time_us)
+    if not starts:
+        return empty
+    start_t = np.array([t for t, _ in starts])
+    end_t = np.full(len(starts), np.inf)
+    by_name: dict[str, list[int]] = {}
+    for k, (_, name) in enumerate(starts):
+        by_name.setdefault(name, []).append(k)
+    for name, ks in by_name.items():
+        closes = np.sort(np.asarray(ends.get(name, []), float))
+        for k in ks:  # each START closes at the first END of the same name after it
+            pos = int(np.searchsorted(closes, start_t[k], "left"))
+            if pos < len(closes):
+                end_t[k] = closes[pos]
+    event = np.searchsorted(times, start_t, "left").astype(np.int64)
+    end_event = np.minimum(np.searchsorted(times, end_t, "right") - 1, n - 1).astype(np.int64)
+    return AnnotationMarks(event, end_event, [name for _, name in starts])
+

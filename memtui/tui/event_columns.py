@@ -1,0 +1,124 @@
+"""The event log's columns: widths that fit the device's data and the text of each cell.
+
+Pure (no textual). The widths depend on the data (largest index, address, version,
+stream) and on the terminal width: narrow terminals drop the time and stream columns
+before squeezing the frame.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from memtui.model import actions as act
+from memtui.tui.device_view import DeviceView
+from memtui.units import format_bytes, format_seconds
+
+ACTION_WIDTH = 14  # "free_requested"
+SIZE_WIDTH = 10  # "1023.99 MiB"
+FRAME_MIN = 12
+
+
+@dataclass
+class ColumnLayout:
+    index: int
+    time: int  # 0 when hidden
+    action: int
+    address: int
+    size: int
+    stream: int  # 0 when hidden
+    frame: int
+
+
+def format_stream(stream: int) -> str:
+    # Streams are CUDA stream handles: small ones read best as numbers, pointers as hex.
+    return str(stream) if 0 <= stream < 10_000 else f"{stream:#x}"
+
+
+def short_frame(view: DeviceView, sid: int) -> str:
+    """``file.py:12 function`` of the stack's top user frame, without the directory."""
+    if sid < 0:
+        return ""
+    stacks = view.snapshot.stacks
+    fid = int(stacks.top_user[sid])
+    if fid < 0:
+        return ""
+    frames = stacks.frames
+    return f"{os.path.basename(frames.filename_of(fid))}:{int(frames.line[fid])} {frames.name_of(fid)}"
+
+
+class EventColumns:
+    """Cell texts for one device's events, with per-stack caches (never per event)."""
+
+    def __init__(self, view: DeviceView) -> None:
+        self.view = view
+        trace = view.device.trace
+        n = len(trace)
+        self._frame_text: dict[int, str] = {}
+        self.index_width = max(5, len(f"{max(n - 1, 0):,}"))
+        last = view.relative_seconds(n - 1) if n else 0.0
+        self.time_width = max(9, len(format_seconds(last)))
+        self.address_width = _address_width(view)
+        streams = np.unique(trace.stream) if n else np.zeros(0, np.int64)
+        self.stream_width = max([6] + [len(format_stream(int(s))) for s in streams])
+        self.single_stream = len(streams) <= 1
+
+    def layout(self, width: int) -> ColumnLayout:
+        fixed = self.index_width + ACTION_WIDTH + self.address_width + SIZE_WIDTH + 4
+        time, stream = self.time_width, self.stream_width
+        if width - fixed - time - stream - 2 < FRAME_MIN:
+            stream = 0
+        if width - fixed - time - (stream + 1 if stream else 0) - 1 < FRAME_MIN:
+            time = 0
+        used = fixed + (time + 1 if time else 0) + (stream + 1 if stream else 0)
+        return ColumnLayout(self.index_width, time, ACTION_WIDTH, self.address_width, SIZE_WIDTH, stream,
+                            max(0, width - used - 1))
+
+    def header(self, layout: ColumnLayout) -> list[str]:
+        cells = [f"{'event':>{layout.index}}"]
+        if layout.time:
+            cells.append(f"{'time':>{layout.time}}")
+        cells += [f"{'action':<{layout.action}}", f"{'address_n':<{layout.address}}", f"{'size':>{layout.size}}"]
+        if layout.stream:
+            cells.append(f"{'stream':>{layout.stream}}")
+        cells.append("frame")
+        return cells
+
+    def cells(self, i: int, layout: ColumnLayout) -> tuple[list[str], int]:
+        """The cell texts of event ``i`` and its action code (for the colour)."""
+        view = self.view
+        trace = view.device.trace
+        code = int(trace.action[i])
+        cells = [f"{i:>{layout.index},}"]
+        if layout.time:
+            cells.append(f"{format_seconds(view.relative_seconds(i)):>{layout.time}}")
+        name = view.snapshot.actions.name(code)
+        size = int(trace.size[i])
+        size_text = format_bytes(size) if size or code not in (act.SNAPSHOT,) else ""
+        cells += [
+            f"{(name.upper() if code == act.OOM else name)[:layout.action]:<{layout.action}}",
+            f"{view.device.event_address_n(i):<{layout.address}}",
+            f"{size_text:>{layout.size}}",
+        ]
+        if layout.stream:
+            cells.append(f"{format_stream(int(trace.stream[i])):>{layout.stream}}")
+        cells.append(self.frame_text(int(trace.stack[i]))[:layout.frame])
+        return cells, code
+
+    def frame_text(self, sid: int) -> str:
+        text = self._frame_text.get(sid)
+        if text is None:
+            text = short_frame(self.view, sid)
+            self._frame_text[sid] = text
+        return text
+
+
+def _address_width(view: DeviceView) -> int:
+    widths = [9]
+    for lives, prefix in ((view.device.lives, 0), (view.device.segment_lives, 1)):
+        if len(lives):
+            top = int(max(int(a) for a in (lives.addr.min(), lives.addr.max())))
+            widths.append(prefix + len(f"{top:x}") + 1 + len(str(int(lives.version.max()))))
+    return max(widths)

@@ -1,0 +1,228 @@
+"""What the stack inspector says about an event, a block or a segment, as styled lines.
+
+Pure: a line is a list of (text, style name) pairs; the widget maps style names to its
+component classes. Keeping the wording here lets the detail screen and tests reuse it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from memtui.model import actions as act
+from memtui.model.lifetimes import NONE
+from memtui.replay import AllocatorState
+from memtui.tui.device_view import DeviceView
+from memtui.tui.segment_rows import StateLayout, state_name
+from memtui.tui.stack_lines import collapse_repeats, source_context
+from memtui.units import format_bytes, format_seconds
+
+Line = list[tuple[str, str]]
+
+
+@dataclass
+class InspectOptions:
+    show_native: bool = False
+    show_source: bool = True
+
+
+def _kv(label: str, value: str, style: str = "value") -> Line:
+    return [(f"  {label:<16}", "label"), (value, style)]
+
+
+def event_lines(view: DeviceView, i: int, state: AllocatorState, opts: InspectOptions) -> list[Line]:
+    dev, snap = view.device, view.snapshot
+    trace = dev.trace
+    if not 0 <= i < len(trace):
+        return [[("no event selected", "muted")]]
+    code = int(trace.action[i])
+    name = snap.actions.name(code)
+    size = int(trace.size[i])
+    head = f"event {i:,} · {name.upper() if code == act.OOM else name}"
+    if size and code != act.SNAPSHOT:
+        head += f" · {format_bytes(size)}"
+    lines: list[Line] = [[(head, "error" if code == act.OOM else "title")]]
+    address_n = dev.event_address_n(i)
+    if address_n:
+        lines.append(_kv("address_n", address_n, "value"))
+    lines.append(_kv("stream", str(int(trace.stream[i]))))
+    t = view.relative_seconds(i)
+    if math.isfinite(t):
+        lines.append(_kv("time", format_seconds(t) + " after the first event"))
+    if code == act.OOM:
+        lines += oom_lines(view, i, state)
+    lines += _context_lines(view, i)
+    lines += _life_lines(view, i)
+    lines.append([])
+    lines += stack_section(view, int(trace.stack[i]), f"stack of this {name}", opts)
+    partner = _partner_event(view, i)
+    if partner is not None:
+        label, j = partner
+        lines.append([])
+        lines += stack_section(view, int(trace.stack[j]), f"{label} (event {j:,})", opts, with_source=False)
+    return lines
+
+
+def oom_lines(view: DeviceView, i: int, state: AllocatorState) -> list[Line]:
+    """The figures that explain an OOM: what was asked, what the device and the cache had."""
+    trace = view.device.trace
+    requested = int(trace.size[i])
+    device_free = int(trace.device_free[i])
+    layout = StateLayout(state)
+    largest = max((layout.free_figures(s)[1] for s in range(layout.n_segments)), default=0)
+    cached_free = state.reserved - state.active
+    lines = [
+        _kv("requested", format_bytes(requested), "error"),
+        _kv("device free", format_bytes(device_free) if device_free >= 0 else "not recorded"),
+        _kv("reserved", format_bytes(state.reserved)),
+        _kv("allocated", format_bytes(state.allocated)),
+        _kv("active", format_bytes(state.active)),
+        _kv("free in cache", format_bytes(cached_free)),
+        _kv("largest free", format_bytes(largest) + " (one block, in any reserved segment)"),
+    ]
+    if largest >= requested:
+        why = "a cached free block was large enough: it may belong to another stream or pool"
+    elif cached_free >= requested:
+        why = "enough is cached but fragmented: no single free block fits"
+    else:
+        why = "nothing cached fits and the device has too little free for a new segment"
+    lines.append(_kv("why", why, "warn"))
+    return lines
+
+
+def _context_lines(view: DeviceView, i: int) -> list[Line]:
+    strings = view.snapshot.strings
+    lines = []
+    ctx = strings[int(view.device.trace.ctx[i])]
+    if ctx and ctx != "N/A":
+        lines.append(_kv("compile context", ctx))
+    meta = strings[int(view.device.trace.meta[i])]
+    if meta:
+        lines.append(_kv("user metadata", meta))
+    return lines
+
+
+def _life_lines(view: DeviceView, i: int) -> list[Line]:
+    dev = view.device
+    for lives, names in ((dev.lives, ("alloc", "free requested", "free completed")),
+                         (dev.segment_lives, ("segment alloc", "", "segment free"))):
+        life = int(lives.event_life[i])
+        if life == NONE:
+            continue
+        steps = []
+        for label, column in zip(names, (lives.start, lives.request, lives.end)):
+            if label and int(column[life]) != NONE:
+                steps.append(f"{label} {int(column[life]):,}")
+        if int(lives.start[life]) == NONE:
+            steps.insert(0, "allocated before the trace")
+        if int(lives.end[life]) == NONE:
+            steps.append("still live at snapshot time")
+        return [_kv("life", " → ".join(steps))]
+    return []
+
+
+def _partner_event(view: DeviceView, i: int) -> tuple[str, int] | None:
+    """The other end of this event's allocation: its alloc for a free, its free for an alloc."""
+    dev = view.device
+    for lives in (dev.lives, dev.segment_lives):
+        life = int(lives.event_life[i])
+        if life == NONE:
+            continue
+        start = int(lives.start[life])
+        free = int(lives.request[life]) if int(lives.request[life]) != NONE else int(lives.end[life])
+        if i == start and free != NONE:
+            return "freed at", free
+        if i != start and start != NONE:
+            return "allocated at", start
+    return None
+
+
+def block_lines(view: DeviceView, state: AllocatorState, block: int, opts: InspectOptions) -> list[Line]:
+    dev = view.device
+    life = int(state.blk_life[block])
+    final = int(state.blk_final[block])
+    address_n = (f"{int(dev.lives.addr[life]):x}_{int(dev.lives.version[life])}" if life != NONE
+                 else dev.block_address_n(final) if final != NONE else f"{int(state.blk_addr[block]):x}")
+    lines: list[Line] = [[(f"block {address_n} · {format_bytes(int(state.blk_size[block]))} · "
+                           f"{state_name(int(state.blk_state[block]))}", "title")]]
+    lines.append(_kv("address", f"{int(state.blk_addr[block]):#x}"))
+    seg = int(state.blk_segment[block])
+    if seg != NONE:
+        lines.append(_kv("segment", f"{int(state.seg_addr[seg]):x} ({format_bytes(int(state.seg_size[seg]))})"))
+    start = int(dev.lives.start[life]) if life != NONE else NONE
+    if life != NONE:
+        lines.append(_kv("requested", format_bytes(int(dev.lives.size[life]))))
+        lines += _life_lines(view, start if start != NONE else int(dev.lives.end[life]) if int(
+            dev.lives.end[life]) != NONE else int(dev.lives.request[life]))
+    lines.append([])
+    if start != NONE:
+        lines += stack_section(view, int(dev.trace.stack[start]), f"allocated at event {start:,}", opts)
+    elif final != NONE:
+        lines += stack_section(view, int(dev.blocks.stack[final]), "allocated (before the trace)", opts)
+    else:
+        lines.append([("  no allocation stack recorded", "muted")])
+    return lines
+
+
+def segment_lines(view: DeviceView, state: AllocatorState, segment: int, opts: InspectOptions) -> list[Line]:
+    dev = view.device
+    addr, size = int(state.seg_addr[segment]), int(state.seg_size[segment])
+    layout = StateLayout(state)
+    free, largest = layout.free_figures(segment)
+    lines: list[Line] = [[(f"segment {addr:x} · {format_bytes(size)}", "title")]]
+    lines.append(_kv("blocks", f"{len(layout.blocks_of(segment)):,}"))
+    lines.append(_kv("free", f"{format_bytes(free)}, largest run {format_bytes(largest)}"))
+    lines.append(_kv("stream", str(int(state.seg_stream[segment]))))
+    if bool(state.seg_expandable[segment]):
+        lines.append(_kv("expandable", "yes (mapped with segment_map)"))
+    lines.append([])
+    lo, hi = dev.segment_lives.address_range(addr)
+    start = NONE
+    for life in range(lo, hi):
+        s, e = int(dev.segment_lives.start[life]), int(dev.segment_lives.end[life])
+        if s != NONE and s <= state.index and (e == NONE or e > state.index):
+            start = s
+    final = int(state.seg_final[segment])
+    if start != NONE:
+        lines += stack_section(view, int(dev.trace.stack[start]), f"segment allocated at event {start:,}", opts)
+    elif final != NONE:
+        lines += stack_section(view, int(dev.segments.stack[final]), "segment allocated (before the trace)", opts)
+    return lines
+
+
+def stack_section(view: DeviceView, sid: int, title: str, opts: InspectOptions,
+                  with_source: bool = True) -> list[Line]:
+    stacks = view.snapshot.stacks
+    frames = stacks.frames
+    lines: list[Line] = [[(title, "section")]]
+    if sid < 0:
+        return lines + [[("  no stack recorded", "muted")]]
+    all_ids = stacks.frame_ids(sid)
+    visible = stacks.visible_frames(sid, opts.show_native)
+    hidden = len(all_ids) - len(visible)
+    top_user = int(stacks.top_user[sid])
+    source_done = not (with_source and opts.show_source)
+    for group in collapse_repeats(visible):
+        for fid in group.frames:
+            style = "native" if frames.native[fid] else "user" if frames.user[fid] else "frame"
+            lines.append([(f"  {frames.name_of(fid)}", style),
+                          (f"  {frames.filename_of(fid)}:{int(frames.line[fid])}", "muted")])
+            if not source_done and fid == top_user:
+                lines += _source_lines(frames.filename_of(fid), int(frames.line[fid]))
+                source_done = True
+        if group.repeat > 1:
+            what = "frame above" if len(group.frames) == 1 else f"{len(group.frames)} frames above"
+            lines.append([(f"    ↻ the {what} repeat ×{group.repeat}", "muted")])
+    if hidden:
+        lines.append([(f"  ({hidden} C++ frames hidden: c shows them)", "muted")])
+    elif opts.show_native and len(visible) and frames.native[all_ids].any() and not frames.native[all_ids].all():
+        lines.append([(f"  ({int(frames.native[all_ids].sum())} C++ frames shown: c hides them)", "muted")])
+    return lines
+
+
+def _source_lines(filename: str, line: int) -> list[Line]:
+    out = []
+    for number, text in source_context(filename, line):
+        mark = "→" if number == line else " "
+        out.append([(f"     {mark}{number:>5} ", "muted"), (text, "source-mark" if number == line else "source")])
+    return out

@@ -1,0 +1,59 @@
+"""The keyboard reference, built from the bindings themselves so help and docs never drift."""
+
+from __future__ import annotations
+
+from textual.binding import Binding
+
+_KEY_NAMES = {
+    "up": "↑", "down": "↓", "left": "←", "right": "→", "pageup": "PgUp", "pagedown": "PgDn",
+    "home": "Home", "end": "End", "enter": "Enter", "escape": "Esc", "slash": "/", "question_mark": "?",
+    "left_square_bracket": "[", "right_square_bracket": "]", "tab": "Tab", "shift+tab": "Shift+Tab",
+    "ctrl+p": "Ctrl+P", "ctrl+c": "Ctrl+C", "ctrl+q": "Ctrl+Q",
+}
+
+
+def key_label(keys: str) -> str:
+    """``up,k`` → ``↑ / k``."""
+    return " / ".join(_KEY_NAMES.get(k.strip(), k.strip()) for k in keys.split(","))
+
+
+def _rows(bindings: list) -> list[tuple[str, str]]:
+    rows = []
+    for b in bindings:
+        if isinstance(b, Binding):
+            rows.append((key_label(b.key), b.description))
+        else:
+            rows.append((key_label(b[0]), b[2]))
+    return rows
+
+
+def key_reference() -> list[tuple[str, list[tuple[str, str]]]]:
+    """(section, [(keys, what they do)]) for every key of the explorer."""
+    from memtui.tui.app import MemtuiApp
+    from memtui.tui.screens.detail import DetailScreen
+    from memtui.tui.screens.main import MainScreen
+    from memtui.tui.widgets.event_log import EventLog
+    from memtui.tui.widgets.segment_map import SegmentMap
+    from memtui.tui.widgets.stack_inspector import StackInspector
+
+    everywhere = [("Tab / Shift+Tab", "Next / previous pane"), ("Ctrl+P", "Command palette (every action below)")]
+    everywhere += _rows([b for b in MemtuiApp.BINDINGS if isinstance(b, Binding) and b.show])
+    return [
+        ("Everywhere", everywhere + _rows(MainScreen.BINDINGS)),
+        ("Event log", _rows(EventLog.BINDINGS)),
+        ("Segment map", _rows(SegmentMap.BINDINGS)),
+        ("Stack inspector", _rows(StackInspector.BINDINGS)),
+        ("Search bar", [("Enter", "Search"), ("Esc", "Close search")]),
+        ("Event detail", _rows(DetailScreen.BINDINGS)),
+    ]
+
+
+def key_reference_markdown() -> str:
+    lines = ["# memtui keys", "",
+             "Every key of the explorer (`memtui SNAPSHOT`). `?` shows the same list in the app, and",
+             "Ctrl+P searches the same actions by name. The footer shows the keys of the focused pane.", ""]
+    for section, rows in key_reference():
+        lines += [f"## {section}", "", "| key | action |", "| --- | --- |"]
+        lines += [f"| `{keys}` | {what} |".replace("`|`", "`\\|`") for keys, what in rows]
+        lines.append("")
+    return "\n".join(lines)

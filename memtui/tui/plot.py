@@ -1,0 +1,76 @@
+"""A braille plot of two memory curves, reduced to min/max per column so no spike is lost.
+
+Pure numpy: returns characters and a per-cell series flag; the timeline widget styles them.
+Braille cells are 2 dots wide and 4 high, so a ``w``-column, ``h``-row plot has
+``2w`` x ``4h`` dots.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# Bit of each dot in a braille cell, [dot row from the top][dot column].
+_DOT_BITS = np.array([[0x01, 0x08], [0x02, 0x10], [0x04, 0x20], [0x40, 0x80]], np.int64)
+BRAILLE_BASE = 0x2800
+
+EMPTY, FILL, LINE = 0, 1, 2  # what a cell shows: nothing, the filled curve, only the line curve
+
+
+@dataclass
+class Raster:
+    chars: list[str]  # one string per row, top row first
+    kind: np.ndarray  # (rows, cols) of EMPTY / FILL / LINE
+
+
+def bucket_starts(n: int, buckets: int) -> np.ndarray:
+    """First event of each of ``buckets`` equal slices of ``n`` events (repeats when n < buckets)."""
+    return np.minimum((np.arange(buckets, dtype=np.int64) * n) // buckets, max(n - 1, 0))
+
+
+def column_of_event(i: int, n: int, cols: int) -> int:
+    return min(cols - 1, max(0, i * cols // max(n, 1)))
+
+
+def event_of_column(c: int, n: int, cols: int) -> int:
+    return min(n - 1, max(0, (c * n + cols // 2) // max(cols, 1)))
+
+
+def raster(fill: np.ndarray, line: np.ndarray, cols: int, rows: int, top: int) -> Raster:
+    """``fill`` drawn as an area up to its per-column max; ``line`` as its min..max band."""
+    if cols <= 0 or rows <= 0:
+        return Raster([""] * max(rows, 0), np.zeros((max(rows, 0), max(cols, 0)), np.int8))
+    n = len(fill)
+    sub = cols * 2
+    dots = rows * 4
+    if n == 0:
+        return Raster([chr(BRAILLE_BASE) * cols] * rows, np.zeros((rows, cols), np.int8))
+    starts = bucket_starts(n, sub)
+    top = max(int(top), 1)
+    fill_hi = _level(np.maximum.reduceat(fill, starts), top, dots)
+    line_lo = _level(np.minimum.reduceat(line, starts), top, dots)
+    line_hi = _level(np.maximum.reduceat(line, starts), top, dots)
+    # Height of each dot row above the bottom, from the top row down: dots .. 1.
+    height = dots - np.arange(dots)[:, None]
+    fill_on = (height <= fill_hi[None, :])
+    line_on = (height >= np.maximum(line_lo, 1)[None, :]) & (height <= line_hi[None, :])
+    bits_fill = _cell_bits(fill_on, rows, cols)
+    bits_line = _cell_bits(line_on, rows, cols)
+    bits = bits_fill | bits_line
+    kind = np.where(bits_fill > 0, FILL, np.where(bits_line > 0, LINE, EMPTY)).astype(np.int8)
+    chars = ["".join(chr(BRAILLE_BASE + int(b)) for b in row) for row in bits]
+    return Raster(chars, kind)
+
+
+def _level(values: np.ndarray, top: int, dots: int) -> np.ndarray:
+    """Dot height of each value: 0 for nothing, at least 1 for anything above zero."""
+    v = np.asarray(values, np.float64)
+    level = np.ceil(v / top * dots).astype(np.int64)
+    return np.clip(level, 0, dots)
+
+
+def _cell_bits(on: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """(dots, 2*cols) booleans → (rows, cols) braille bit masks."""
+    cells = on.reshape(rows, 4, cols, 2)
+    return np.einsum("rkcj,kj->rc", cells.astype(np.int64), _DOT_BITS)

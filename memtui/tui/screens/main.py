@@ -1,0 +1,350 @@
+"""The explorer: summary, timeline, event log, segment map and stack inspector of one device.
+
+The event cursor drives everything: moving it replays the allocator to that event
+(time travel) and shows the event in the inspector. Jumps (OOM, search, same address,
+alloc/free) all end in :meth:`MainScreen.go_to`.
+
+Hooks for later features: ``event_log.set_rows(indices)`` gives the log a filtered view
+(``None`` restores all events); ``event_log.visible_rows()`` is what an export should
+write; ``current_view`` is the device being shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import partial
+
+from textual import work
+from textual.app import ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from memtui.model import Snapshot
+from memtui.model import actions as act
+from memtui.model.lifetimes import NONE
+from memtui.tui import navigation
+from memtui.tui.device_view import DeviceView, build_device_view
+from memtui.tui.inspector_content import block_lines, event_lines, segment_lines
+from memtui.tui.messages import DeviceReady, SearchDone
+from memtui.tui.search import SearchResult, run_search
+from memtui.tui.widgets.event_log import EventLog
+from memtui.tui.widgets.search_bar import SearchBar
+from memtui.tui.widgets.segment_map import SegmentMap
+from memtui.tui.widgets.stack_inspector import StackInspector
+from memtui.tui.widgets.status_line import StatusLine
+from memtui.tui.widgets.summary_bar import SummaryBar
+from memtui.tui.widgets.timeline import Timeline
+
+# (key, action, description, shown in the footer); the palette offers the same actions.
+SCREEN_KEYS = [
+    ("o", "next_oom", "Next OOM", True),
+    ("O", "previous_oom", "Previous OOM", False),
+    ("slash", "search", "Search", True),
+    ("n", "next_match", "Next match", False),
+    ("N", "previous_match", "Previous match", False),
+    ("left_square_bracket", "same_address(False)", "Previous event at this address", False),
+    ("right_square_bracket", "same_address(True)", "Next event at this address", False),
+    ("f", "along_life(True)", "Alloc → free", True),
+    ("F", "along_life(False)", "Free → alloc", False),
+    ("d", "next_device", "Switch device", True),
+    ("t", "toggle_timeline", "Timeline", True),
+    ("c", "toggle_native", "C++ frames", False),
+]
+# Actions offered in the palette besides the keyed ones: (action, title, help).
+PALETTE_EXTRA = [
+    ("go_to_peak", "Go to peak", "Move the cursor to the event where allocated memory peaks"),
+    ("focus_pane('events')", "Focus event log", "Move the keyboard focus to the event log"),
+    ("focus_pane('map')", "Focus segment map", "Move the keyboard focus to the segment map"),
+    ("focus_pane('inspector')", "Focus stack inspector", "Move the keyboard focus to the stack inspector"),
+    ("toggle_map_mode", "Segment map: map/list", "Switch the segment map between bars and an exact list"),
+    ("detail", "Event detail", "Open the full detail of the selected event"),
+]
+
+
+class MainScreen(Screen):
+    BINDINGS = [Binding(key, action, description, show=show) for key, action, description, show in SCREEN_KEYS]
+
+    def __init__(self, snapshot: Snapshot, view: DeviceView, show_source: bool = True) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+        self.current_view = view
+        self._views: dict[int, DeviceView] = {view.device.device: view}
+        self._show_source = show_source
+        self._search: SearchResult | None = None
+
+    # -- layout ------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield SummaryBar(id="summary")
+        yield Timeline(id="timeline")
+        yield EventLog(id="events")
+        with Horizontal(id="panes"):
+            yield SegmentMap(id="map")
+            yield StackInspector(id="inspector")
+        yield SearchBar(id="search")
+        yield StatusLine(id="status")
+        yield Footer()
+
+    @property
+    def event_log(self) -> EventLog:
+        return self.query_one(EventLog)
+
+    @property
+    def segment_map(self) -> SegmentMap:
+        return self.query_one(SegmentMap)
+
+    @property
+    def inspector(self) -> StackInspector:
+        return self.query_one(StackInspector)
+
+    @property
+    def status(self) -> StatusLine:
+        return self.query_one(StatusLine)
+
+    def on_mount(self) -> None:
+        self.query_one("#events").border_title = "Events"
+        self.query_one("#inspector").border_title = "Stack"
+        self.inspector.options.show_source = self._show_source
+        self._apply_view(self.current_view)
+        self.event_log.focus()
+        self.status.say("? help · / search · o next OOM · Tab next pane")
+
+    def _apply_view(self, view: DeviceView, event: int | None = None) -> None:
+        self.current_view = view
+        self.query_one(SummaryBar).show_view(view, len(self.snapshot.devices))
+        self.query_one(Timeline).set_view(view)
+        self.event_log.set_view(view, event)
+        self._search = None
+        cursor = self.event_log.cursor_event
+        self.show_event(cursor if cursor is not None else -1)
+
+    # -- the cursor ----------------------------------------------------------------
+    def go_to(self, event: int) -> bool:
+        """Move the cursor to ``event`` and show it everywhere; False if the view hides it."""
+        if not self.event_log.go_to_event(event, notify=False):
+            self.status.say(f"event {event:,} is hidden by the current view", warning=True)
+            return False
+        self.show_event(event)
+        return True
+
+    def show_event(self, i: int, focus_address: int | None = None) -> None:
+        """Time travel: the map shows the state after ``i``, the inspector shows event ``i``."""
+        view = self.current_view
+        state = view.replayer.state_at(i)
+        if focus_address is None and 0 <= i < view.n_events:
+            code = int(view.device.trace.action[i])
+            if code not in (act.OOM, act.SNAPSHOT):
+                focus_address = int(view.device.trace.addr[i])
+        self.segment_map.show_state(view, state, focus_address)
+        self._title_map()
+        self.inspector.show(partial(event_lines, view, i, state))
+        self.query_one(Timeline).set_cursor(max(i, 0))
+
+    def _title_map(self) -> None:
+        state = self.segment_map.state
+        if state is None:
+            return
+        where = f"after event {state.index:,}" if state.index >= 0 else "before the first event"
+        mode = ", list" if self.segment_map.list_mode else ""
+        self.segment_map.border_title = (f"Segments {where}: {len(state.seg_addr):,} segments,"
+                                         f" {len(state.blk_addr):,} blocks{mode}")
+
+    def on_event_log_cursor_moved(self, message: EventLog.CursorMoved) -> None:
+        self.show_event(message.event)
+
+    def on_event_log_detail_requested(self, message: EventLog.DetailRequested) -> None:
+        from memtui.tui.screens.detail import DetailScreen
+
+        self.app.push_screen(DetailScreen(self.current_view, message.event, self._show_source))
+
+    def on_timeline_seek(self, message: Timeline.Seek) -> None:
+        self.go_to(message.event)
+
+    def on_segment_map_block_selected(self, message: SegmentMap.BlockSelected) -> None:
+        view = self.current_view
+        if message.block != NONE:
+            self.inspector.show(partial(block_lines, view, message.state, message.block))
+        elif message.segment != NONE:
+            self.inspector.show(partial(segment_lines, view, message.state, message.segment))
+
+    def on_segment_map_jump_to_event(self, message: SegmentMap.JumpToEvent) -> None:
+        self.go_to(message.event)
+
+    @property
+    def cursor(self) -> int:
+        event = self.event_log.cursor_event
+        return -1 if event is None else event
+
+    # -- jump keys -------------------------------------------------------------------
+    def _jump(self, jump: navigation.Jump) -> None:
+        if jump.event is None:
+            self.status.say(jump.message, warning=True)
+            return
+        if self.go_to(jump.event) and jump.message:
+            self.status.say(jump.message)
+
+    def action_next_oom(self) -> None:
+        self._jump(navigation.oom(self.current_view.device, self.cursor, True))
+
+    def action_previous_oom(self) -> None:
+        self._jump(navigation.oom(self.current_view.device, self.cursor, False))
+
+    def action_same_address(self, forward: bool) -> None:
+        self._jump(navigation.same_address(self.current_view.device, self.cursor, forward))
+
+    def action_along_life(self, forward: bool) -> None:
+        self._jump(navigation.along_life(self.current_view.device, self.cursor, forward))
+
+    def action_go_to_peak(self) -> None:
+        view = self.current_view
+        if view.n_events:
+            self.go_to(int(view.allocated.argmax()))
+            self.status.say(f"peak allocated {view.peak_allocated:,} bytes")
+
+    def action_toggle_timeline(self) -> None:
+        timeline = self.query_one(Timeline)
+        timeline.display = not timeline.display
+
+    def action_toggle_native(self) -> None:
+        self.inspector.set_show_native(not self.inspector.options.show_native)
+        self.status.say("C++ frames " + ("shown" if self.inspector.options.show_native else "hidden"))
+
+    def action_toggle_map_mode(self) -> None:
+        self.segment_map.action_toggle_mode()
+
+    def on_segment_map_mode_changed(self, _: SegmentMap.ModeChanged) -> None:
+        self._title_map()
+
+    def action_focus_pane(self, pane: str) -> None:
+        self.query_one(f"#{pane}").focus()
+
+    def action_detail(self) -> None:
+        self.event_log.action_detail()
+
+    # -- devices -----------------------------------------------------------------------
+    def action_next_device(self) -> None:
+        n = len(self.snapshot.devices)
+        if n < 2:
+            self.status.say("this snapshot has one device", warning=True)
+            return
+        self._switch_device((self.current_view.device.device + 1) % n)
+
+    def _switch_device(self, d: int, then_search: SearchResult | None = None) -> None:
+        if d in self._views:
+            self._device_ready(self._views[d], then_search)
+        else:
+            self.status.say(f"preparing device {d}…")
+            self._build_view(d, then_search)
+
+    @work(thread=True, exclusive=True, group="device")
+    def _build_view(self, d: int, then_search: SearchResult | None) -> None:
+        self.post_message(DeviceReady(build_device_view(self.snapshot, d), then_search))
+
+    def on_device_ready(self, message: DeviceReady) -> None:
+        self._device_ready(message.view, message.then_search)
+
+    def _device_ready(self, view: DeviceView, then_search: SearchResult | None) -> None:
+        self._views[view.device.device] = view
+        self._apply_view(view)
+        self.status.say(f"device {view.device.device}: {view.n_events:,} events")
+        if then_search is not None:
+            self._apply_search(then_search)
+
+    # -- search --------------------------------------------------------------------------
+    def action_search(self) -> None:
+        self.status.display = False
+        self.query_one(SearchBar).open()
+
+    def on_search_bar_closed(self, _: SearchBar.Closed) -> None:
+        self.status.display = True
+        self.event_log.focus()
+
+    def on_search_bar_search(self, message: SearchBar.Search) -> None:
+        self.status.display = True
+        self.event_log.focus()
+        self.status.say(f"searching for {message.query}…")
+        self._run_search(message.query)
+
+    @work(thread=True, exclusive=True, group="search")
+    def _run_search(self, query: str) -> None:
+        self.post_message(SearchDone(run_search(self.snapshot, self.current_view.device.device, query)))
+
+    def on_search_done(self, message: SearchDone) -> None:
+        result = message.result
+        if result.found and result.device != self.current_view.device.device:
+            self._switch_device(result.device, then_search=result)
+            return
+        self._apply_search(result)
+
+    def _apply_search(self, result: SearchResult) -> None:
+        if not result.found:
+            self.status.say(result.message, warning=True)
+            return
+        self._search = result
+        if result.kind == "address_n":
+            match = result.matches[0]
+            if match.event != NONE:
+                self.go_to(match.event)
+            else:
+                self._show_snapshot_block(match.block)
+            self.status.say(result.message)
+            return
+        if result.kind == "address" and len(result.matches) > 1:
+            self._list_allocations(result)
+        elif len(result.events):
+            self._step_match(True, announce=False)
+        self.status.say(result.message)
+
+    def _show_snapshot_block(self, final_block: int) -> None:
+        """An allocation only known from the snapshot's block list: show it at the last event."""
+        view = self.current_view
+        last = view.n_events - 1
+        address = int(view.device.blocks.address[final_block])
+        if last >= 0:
+            self.event_log.go_to_event(last, notify=False)
+        self.show_event(last, focus_address=address)
+        state = self.segment_map.state
+        if state is not None and self.segment_map.selected_block != NONE:
+            self.inspector.show(partial(block_lines, view, state, self.segment_map.selected_block))
+
+    def _list_allocations(self, result: SearchResult) -> None:
+        from memtui.tui.screens.search_results import SearchResultsScreen
+
+        def chosen(event: int | None) -> None:
+            if event is not None:
+                self.go_to(event)
+
+        self.app.push_screen(SearchResultsScreen(self.current_view, result), chosen)
+
+    def action_next_match(self) -> None:
+        self._step_match(True)
+
+    def action_previous_match(self) -> None:
+        self._step_match(False)
+
+    def _step_match(self, forward: bool, announce: bool = True) -> None:
+        result = self._search
+        if result is None or not len(result.events):
+            self.status.say("no search results: / searches", warning=True)
+            return
+        target, wrapped = navigation.next_in(result.events, self.cursor, forward)
+        if target is None:
+            return
+        self.go_to(target)
+        if announce:
+            pos = int((result.events <= target).sum())
+            self.status.say(f"match {pos:,} of {len(result.events):,} for {result.query}"
+                            + (" (wrapped)" if wrapped else ""))
+
+    # -- palette -----------------------------------------------------------------------------
+    def palette_commands(self) -> Iterable[SystemCommand]:
+        for _key, action, description, _show in SCREEN_KEYS:
+            yield SystemCommand(description, f"{description} (key: {_key_label(_key)})",
+                                partial(self.run_action, action))
+        for action, title, help_text in PALETTE_EXTRA:
+            yield SystemCommand(title, help_text, partial(self.run_action, action))
+
+
+def _key_label(key: str) -> str:
+    return {"slash": "/", "left_square_bracket": "[", "right_square_bracket": "]"}.get(key, key)

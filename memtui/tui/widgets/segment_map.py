@@ -1,0 +1,333 @@
+"""The segment/block map: the allocator's state at the selected event.
+
+Map mode draws one bar per segment, scaled to its size, with blocks by state; list mode
+lists every block and free gap with exact addresses and sizes. The event cursor moves
+the state (time travel); inside the map the keys select segments and blocks.
+"""
+
+from __future__ import annotations
+
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.binding import Binding
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from memtui.model.lifetimes import NONE
+from memtui.replay import AllocatorState
+from memtui.tui.device_view import DeviceView
+from memtui.tui.segment_rows import (
+    ALLOCATED_CELL,
+    BLOCK_ROW,
+    CELL_CHARS,
+    FREE_CELL,
+    GAP_ROW,
+    PENDING_CELL,
+    SEGMENT_ROW,
+    SELECTED_CELL,
+    StateLayout,
+    state_name,
+)
+from memtui.units import format_bytes
+
+HEADER_LINES = 2
+LABEL_WIDTH = 27  # marker, address, size, tags
+_CELL_CLASS = {FREE_CELL: "segment-map--free", PENDING_CELL: "segment-map--pending",
+               ALLOCATED_CELL: "segment-map--allocated", SELECTED_CELL: "segment-map--selected"}
+
+
+class SegmentMap(ScrollView, can_focus=True):
+    """Segments and blocks after the selected event."""
+
+    DEFAULT_CSS = """
+    SegmentMap {
+        overflow-x: hidden;
+        overflow-y: auto;
+        & > .segment-map--header { text-style: bold; }
+        & > .segment-map--muted { color: $text-muted; }
+        & > .segment-map--allocated { color: $success; }
+        & > .segment-map--pending { color: $warning; }
+        & > .segment-map--free { color: $text-muted; }
+        & > .segment-map--selected { color: $error; text-style: bold; }
+        & > .segment-map--cursor { background: $block-cursor-blurred-background; }
+        &:focus > .segment-map--cursor { background: $block-cursor-background; }
+    }
+    """
+    COMPONENT_CLASSES = {"segment-map--header", "segment-map--muted", "segment-map--allocated",
+                         "segment-map--pending", "segment-map--free", "segment-map--selected",
+                         "segment-map--cursor"}
+    BINDINGS = [
+        Binding("up,k", "move(-1)", "Previous segment", show=False),
+        Binding("down,j", "move(1)", "Next segment", show=False),
+        Binding("left,h", "block(-1)", "Previous block", show=False),
+        Binding("right,l", "block(1)", "Next block", show=False),
+        Binding("pageup", "move(-10)", "Page up", show=False),
+        Binding("pagedown", "move(10)", "Page down", show=False),
+        Binding("home,g", "move(-1000000000)", "First", show=False),
+        Binding("end,G", "move(1000000000)", "Last", show=False),
+        Binding("m", "toggle_mode", "Map/list"),
+        Binding("enter", "jump", "Go to alloc"),
+    ]
+
+    class BlockSelected(Message):
+        """The user picked a block (``block`` NONE: the whole segment) in the current state."""
+
+        def __init__(self, state: AllocatorState, segment: int, block: int) -> None:
+            super().__init__()
+            self.state = state
+            self.segment = segment
+            self.block = block
+
+    class ModeChanged(Message):
+        """Switched between map and list mode."""
+
+    class JumpToEvent(Message):
+        def __init__(self, event: int) -> None:
+            super().__init__()
+            self.event = event
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._view: DeviceView | None = None
+        self._layout: StateLayout | None = None
+        self.list_mode = False
+        self._segment = NONE  # selected segment (map mode)
+        self._block = NONE  # selected block, index into the state's blocks
+        self._row = 0  # cursor row (list mode)
+
+    # -- data --------------------------------------------------------------------
+    @property
+    def state(self) -> AllocatorState | None:
+        return self._layout.state if self._layout else None
+
+    @property
+    def selected_block(self) -> int:
+        return self._block
+
+    @property
+    def selected_segment(self) -> int:
+        return self._segment
+
+    def show_state(self, view: DeviceView, state: AllocatorState, focus_address: int | None) -> None:
+        """Show ``state``; select the segment (and block) holding ``focus_address``."""
+        self._view = view
+        self._layout = StateLayout(state)
+        segment, block = NONE, NONE
+        if focus_address is not None:
+            segment = self._layout.segment_of_address(focus_address)
+            block = self._layout.block_at_address(focus_address)
+        if segment == NONE and self._layout.n_segments:
+            segment = min(max(self._segment, 0), self._layout.n_segments - 1)
+        self._segment, self._block = segment, block
+        self._sync_row_from_selection()
+        self._update_virtual_size()
+        self._scroll_to_selection()
+        self.refresh()
+
+    def _rows_count(self) -> int:
+        if self._layout is None:
+            return 0
+        return len(self._layout.list_rows()) if self.list_mode else self._layout.n_segments
+
+    def _sync_row_from_selection(self) -> None:
+        if not self.list_mode or self._layout is None:
+            return
+        rows = self._layout.list_rows()
+        for k, row in enumerate(rows):
+            if (self._block != NONE and row.block == self._block) or (
+                    self._block == NONE and row.kind == SEGMENT_ROW and row.segment == self._segment):
+                self._row = k
+                return
+        self._row = 0
+
+    def _cursor_line(self) -> int:
+        return self._row if self.list_mode else self._segment
+
+    # -- keys --------------------------------------------------------------------
+    def action_move(self, delta: int) -> None:
+        if self._layout is None or not self._rows_count():
+            return
+        if self.list_mode:
+            self._row = min(max(self._row + delta, 0), self._rows_count() - 1)
+            row = self._layout.list_rows()[self._row]
+            self._segment, self._block = row.segment, row.block
+        else:
+            self._segment = min(max(self._segment + delta, 0), self._rows_count() - 1)
+            self._block = NONE
+        self._selection_changed()
+
+    def action_block(self, delta: int) -> None:
+        if self._layout is None or self._segment == NONE:
+            return
+        if self.list_mode:
+            self.action_move(delta)
+            return
+        blocks = [int(b) for b in self._layout.blocks_of(self._segment)]
+        if not blocks:
+            return
+        if self._block in blocks:
+            k = min(max(blocks.index(self._block) + delta, 0), len(blocks) - 1)
+        else:
+            k = 0 if delta > 0 else len(blocks) - 1
+        self._block = blocks[k]
+        self._selection_changed()
+
+    def action_toggle_mode(self) -> None:
+        self.list_mode = not self.list_mode
+        self._sync_row_from_selection()
+        self._update_virtual_size()
+        self._scroll_to_selection()
+        self.refresh()
+        self.post_message(self.ModeChanged())
+
+    def action_jump(self) -> None:
+        state = self.state
+        if state is None or self._block == NONE or self._view is None:
+            return
+        life = int(state.blk_life[self._block])
+        start = int(self._view.device.lives.start[life]) if life != NONE else NONE
+        if start == NONE:
+            self.notify("this block was allocated before the trace starts", severity="warning")
+            return
+        self.post_message(self.JumpToEvent(start))
+
+    def _selection_changed(self) -> None:
+        self._scroll_to_selection()
+        self.refresh()
+        if self.state is not None:
+            self.post_message(self.BlockSelected(self.state, self._segment, self._block))
+
+    def on_click(self, event: events.Click) -> None:
+        if self._layout is None or event.y < HEADER_LINES:
+            return
+        line = round(self.scroll_y) + event.y - HEADER_LINES
+        if not 0 <= line < self._rows_count():
+            return
+        if self.list_mode:
+            self.action_move(line - self._row)
+            return
+        self._segment, self._block = line, NONE
+        cells = self._bar_cells(self._segment, self.scrollable_content_region.width)
+        cell = event.x - LABEL_WIDTH
+        if 0 <= cell < cells:
+            self._block = self._layout.block_at_cell(self._segment, cell, cells)
+        self._selection_changed()
+
+    # -- scrolling ---------------------------------------------------------------
+    def _update_virtual_size(self) -> None:
+        self.virtual_size = Size(self.scrollable_content_region.width, self._rows_count() + HEADER_LINES)
+
+    def on_resize(self) -> None:
+        self._update_virtual_size()
+        self._scroll_to_selection()
+
+    def _scroll_to_selection(self) -> None:
+        line = self._cursor_line()
+        page = max(1, self.scrollable_content_region.height - HEADER_LINES)
+        top = round(self.scroll_y)
+        if line < 0 or top <= line < top + page:
+            return
+        self.scroll_to(y=max(0, line - page // 2), animate=False)
+
+    # -- rendering ---------------------------------------------------------------
+    def _style(self, name: str) -> Style:
+        return self.get_component_rich_style(name)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        plain = self.rich_style
+        if self._layout is None or width <= 0:
+            return Strip.blank(width, plain)
+        if y == 0:
+            return self._header_line(width)
+        if y == 1:
+            return self._detail_line(width)
+        line = round(self.scroll_y) + y - HEADER_LINES
+        if line >= self._rows_count():
+            return Strip.blank(width, plain)
+        strip = self._list_line(line, width) if self.list_mode else self._map_line(line, width)
+        if line == self._cursor_line():
+            strip = strip.apply_style(self._style("segment-map--cursor"))
+        return strip
+
+    def _header_line(self, width: int) -> Strip:
+        st = self.state
+        text = (f" reserved {format_bytes(st.reserved)} · allocated {format_bytes(st.allocated)}"
+                f" · active {format_bytes(st.active)}")
+        return Strip([Segment(text, self._style("segment-map--header"))]).crop_extend(0, width, self.rich_style)
+
+    def _detail_line(self, width: int) -> Strip:
+        muted = self._style("segment-map--muted")
+        s = self._segment
+        if s == NONE or s >= self._layout.n_segments:
+            return Strip([Segment(" no segments at this point", muted)]).crop_extend(0, width, self.rich_style)
+        st = self.state
+        free, largest = self._layout.free_figures(s)
+        frag = f" (fragmentation {100 - 100 * largest // free}%)" if free else ""
+        parts = [f" {int(st.seg_addr[s]):x}: free {format_bytes(free)}, largest {format_bytes(largest)}{frag}",
+                 *self._segment_tags(s, long=True), f"stream {int(st.seg_stream[s])}"]
+        return Strip([Segment(" · ".join(parts), muted)]).crop_extend(0, width, self.rich_style)
+
+    def _segment_tags(self, s: int, long: bool = False) -> list[str]:
+        st, dev = self.state, self._view.device
+        tags = []
+        if bool(st.seg_expandable[s]):
+            tags.append("expandable" if long else "e")
+        final = int(st.seg_final[s])
+        if final != NONE and len(dev.segments):
+            pool = dev.segments.pools[int(dev.segments.pool[final])]
+            if tuple(pool) != (0, 0):
+                tags.append(f"pool {pool}" if long else "p")
+        return tags
+
+    def _label(self, s: int, is_cursor: bool) -> str:
+        st = self.state
+        tags = "".join(self._segment_tags(s))
+        marker = "▶" if is_cursor else " "
+        return f"{marker}{int(st.seg_addr[s]):>12x} {format_bytes(int(st.seg_size[s])):>10} {tags:<2} "
+
+    def _bar_cells(self, s: int, width: int) -> int:
+        avail = max(1, width - LABEL_WIDTH)
+        return max(1, avail * int(self.state.seg_size[s]) // max(self._layout.max_segment, 1))
+
+    def _map_line(self, s: int, width: int) -> Strip:
+        segments = [Segment(self._label(s, s == self._segment), self._style("segment-map--muted"))]
+        bar = self._layout.bar(s, self._bar_cells(s, width), self._block if s == self._segment else NONE)
+        start = 0
+        for c in range(1, len(bar) + 1):
+            if c == len(bar) or bar[c] != bar[start]:
+                kind = int(bar[start])
+                segments.append(Segment(CELL_CHARS[kind] * (c - start), self._style(_CELL_CLASS[kind])))
+                start = c
+        return Strip(segments).crop_extend(0, width, self.rich_style)
+
+    def _list_line(self, line: int, width: int) -> Strip:
+        row = self._layout.list_rows()[line]
+        st = self.state
+        muted = self._style("segment-map--muted")
+        if row.kind == SEGMENT_ROW:
+            tags = " ".join(self._segment_tags(row.segment, long=True))
+            text = f"{'▶' if line == self._row else ' '}segment {row.address:x} {format_bytes(row.size)} {tags}"
+            return Strip([Segment(text, self._style("segment-map--header"))]).crop_extend(0, width, self.rich_style)
+        marker = "▶" if line == self._row else " "
+        if row.kind == GAP_ROW:
+            text = f"{marker}  {row.address:>12x} {format_bytes(row.size):>10}  free"
+            return Strip([Segment(text, muted)]).crop_extend(0, width, self.rich_style)
+        b = row.block
+        code = int(st.blk_state[b])
+        life = int(st.blk_life[b])
+        name = self._address_n(b, life)
+        kind = ALLOCATED_CELL if state_name(code) == "allocated" else PENDING_CELL
+        text = f"{marker}  {row.address:>12x} {format_bytes(row.size):>10}  {state_name(code):<12} {name}"
+        style = self._style(_CELL_CLASS[SELECTED_CELL if b == self._block and row.kind == BLOCK_ROW else kind])
+        return Strip([Segment(text, style)]).crop_extend(0, width, self.rich_style)
+
+    def _address_n(self, b: int, life: int) -> str:
+        dev = self._view.device
+        if life != NONE:
+            return f"{int(dev.lives.addr[life]):x}_{int(dev.lives.version[life])}"
+        final = int(self.state.blk_final[b])
+        return dev.block_address_n(final) if final != NONE else ""

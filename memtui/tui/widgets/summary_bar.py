@@ -1,0 +1,36 @@
+"""The one-line summary at the top: file, device and its figures at snapshot time."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from memtui.tui.device_view import DeviceView
+from memtui.units import format_bytes
+
+
+class SummaryBar(Static):
+    """File name (never its directory, which differs between machines), device and totals."""
+
+    DEFAULT_CSS = """
+    SummaryBar {
+        height: 1;
+        background: $panel;
+        color: $foreground;
+        padding: 0 1;
+    }
+    """
+
+    def show_view(self, view: DeviceView, n_devices: int) -> None:
+        dev = view.device
+        snap = view.snapshot
+        ooms = len(dev.oom_indices())
+        text = Text()
+        text.append(snap.name, "bold")
+        text.append(f" ({format_bytes(snap.source_size)})" if snap.source_size else "")
+        text.append(f" · device {dev.device}" + (f" ({n_devices} devices)" if n_devices > 1 else ""))
+        if ooms:
+            text.append(f" · {ooms} OOM{'s' if ooms != 1 else ''}", "bold red")
+        text.append(f" · {view.n_events:,} events · {len(dev.segments):,} segments · {len(dev.blocks):,} blocks")
+        text.append(f" · reserved {format_bytes(dev.reserved)} · peak allocated {format_bytes(view.peak_allocated)}")
+        self.update(text)

@@ -1,0 +1,159 @@
+"""The timeline: allocated (area) and reserved (line) bytes over the whole trace.
+
+Each column stands for a slice of events and shows its maximum, so short spikes stay
+visible however long the trace. Annotation starts are marked under the plot and the
+event cursor is marked on the same axis line.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from rich.segment import Segment
+from textual import events
+from textual.message import Message
+from textual.strip import Strip
+from textual.widget import Widget
+
+from memtui.tui.device_view import DeviceView
+from memtui.tui.plot import FILL, LINE, column_of_event, event_of_column, raster
+from memtui.units import format_bytes
+
+LABEL_WIDTH = 11
+CURSOR_MARK = "▲"
+ANNOTATION_MARK = "╵"
+
+
+class Timeline(Widget):
+    """Memory over the trace for one device, with the cursor event marked."""
+
+    DEFAULT_CSS = """
+    Timeline {
+        height: 8;
+        & > .timeline--allocated { color: $success; }
+        & > .timeline--reserved { color: $primary; }
+        & > .timeline--muted { color: $text-muted; }
+        & > .timeline--cursor { color: $warning; text-style: bold; }
+        & > .timeline--annotation { color: $secondary; }
+    }
+    """
+    COMPONENT_CLASSES = {"timeline--allocated", "timeline--reserved", "timeline--muted", "timeline--cursor",
+                         "timeline--annotation"}
+
+    class Seek(Message):
+        """A click on the plot: go to this event."""
+
+        def __init__(self, event: int) -> None:
+            super().__init__()
+            self.event = event
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._view: DeviceView | None = None
+        self._cursor = 0
+        self._cache: dict[tuple, list[Strip]] = {}
+
+    def set_view(self, view: DeviceView) -> None:
+        self._view = view
+        self._cache.clear()
+        self.refresh()
+
+    def set_cursor(self, event: int) -> None:
+        if event != self._cursor:
+            self._cursor = event
+            self.refresh()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._cache.clear()
+
+    def _plot_width(self, width: int) -> int:
+        return max(0, width - LABEL_WIDTH)
+
+    def render_line(self, y: int) -> Strip:
+        width, height = self.size
+        if self._view is None or width <= 0:
+            return Strip.blank(width, self.rich_style)
+        plot = self._plot_strips(width, height)
+        if y == 0:
+            return self._legend(width)
+        if y == height - 1:
+            return self._axis(width)
+        return plot[y - 1] if 0 <= y - 1 < len(plot) else Strip.blank(width, self.rich_style)
+
+    def _plot_strips(self, width: int, height: int) -> list[Strip]:
+        key = (width, height)
+        strips = self._cache.get(key)
+        if strips is not None:
+            return strips
+        view = self._view
+        rows, cols = max(0, height - 2), self._plot_width(width)
+        top = max(view.peak_reserved, view.peak_allocated, 1)
+        picture = raster(view.allocated, view.reserved, cols, rows, top)
+        fill = self.get_component_rich_style("timeline--allocated")
+        line = self.get_component_rich_style("timeline--reserved")
+        muted = self.get_component_rich_style("timeline--muted")
+        plain = self.rich_style
+        strips = []
+        for r, chars in enumerate(picture.chars):
+            label = format_bytes(top) if r == 0 else ("0 B" if r == rows - 1 else "")
+            axis = f"{label:>{LABEL_WIDTH - 2}} ┤" if r in (0, rows - 1) else " " * (LABEL_WIDTH - 1) + "│"
+            segments = [Segment(axis, muted)]
+            kinds = picture.kind[r]
+            start = 0
+            for c in range(1, len(chars) + 1):
+                if c == len(chars) or kinds[c] != kinds[start]:
+                    style = fill if kinds[start] == FILL else line if kinds[start] == LINE else plain
+                    segments.append(Segment(chars[start:c], style))
+                    start = c
+            strips.append(Strip(segments).crop_extend(0, width, plain))
+        self._cache = {key: strips}
+        return strips
+
+    def _legend(self, width: int) -> Strip:
+        view, i = self._view, self._cursor
+        n = view.n_events
+        fill = self.get_component_rich_style("timeline--allocated")
+        line = self.get_component_rich_style("timeline--reserved")
+        muted = self.get_component_rich_style("timeline--muted")
+        if n:
+            at = f"event {i:,} of {n:,}: "
+            alloc, reserved = int(view.allocated[i]), int(view.reserved[i])
+        else:
+            at = "no trace events: "
+            alloc, reserved = view.device.allocated, view.device.reserved
+        segments = [
+            Segment(" " + at, muted),
+            Segment("⣿ allocated ", fill), Segment(format_bytes(alloc) + "  ", self.rich_style),
+            Segment("⠒ reserved ", line), Segment(format_bytes(reserved) + "  ", self.rich_style),
+            Segment(f"peak {format_bytes(view.peak_allocated)}", muted),
+        ]
+        span = view.annotations.active_at(i) if n else ""
+        if span:
+            segments.append(Segment(f"  in {span}", self.get_component_rich_style("timeline--annotation")))
+        return Strip(segments).crop_extend(0, width, self.rich_style)
+
+    def _axis(self, width: int) -> Strip:
+        view = self._view
+        cols = self._plot_width(width)
+        n = view.n_events
+        axis = np.full(cols, "─", dtype="<U1")
+        marks = view.annotations.event
+        if len(marks) and cols:
+            axis[np.unique(np.minimum(marks * cols // max(n, 1), cols - 1))] = ANNOTATION_MARK
+        cursor_col = column_of_event(self._cursor, n, cols) if n and cols else -1
+        muted = self.get_component_rich_style("timeline--muted")
+        note = self.get_component_rich_style("timeline--annotation")
+        segments = [Segment(" " * (LABEL_WIDTH - 1) + "└", muted)]
+        text = "".join(axis)
+        if cursor_col >= 0:
+            segments += [Segment(text[:cursor_col], note), Segment(CURSOR_MARK, self.get_component_rich_style(
+                "timeline--cursor")), Segment(text[cursor_col + 1:], note)]
+        else:
+            segments.append(Segment(text, note))
+        return Strip(segments).crop_extend(0, width, self.rich_style)
+
+    def on_click(self, event: events.Click) -> None:
+        cols = self._plot_width(self.size.width)
+        c = event.x - LABEL_WIDTH
+        if self._view is not None and self._view.n_events and 0 <= c < cols:
+            self.post_message(self.Seek(event_of_column(c, self._view.n_events, cols)))
