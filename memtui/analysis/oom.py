@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from memtui.analysis.callsites import CallSites, top_sites
+from memtui.analysis.cycles import find_cycles
 from memtui.model import DeviceModel, Snapshot
 from memtui.model import actions as act
 from memtui.model.address_n import format_address_n
@@ -77,6 +78,7 @@ class OomDiagnosis:
     expandable_already: bool
     released_before: int  # bytes of cached segments released in the run-up to the OOM
     site: dict | None
+    held_by_cycles: int = 0  # bytes the garbage collector freed later in a suspected cycle burst
     top_sites: list[dict] = field(default_factory=list)
     largest_allocations: list[dict] = field(default_factory=list)
 
@@ -106,6 +108,7 @@ class OomDiagnosis:
             "expandable_segments": self.expandable_already,
             "released_before": self.released_before,
             "site": self.site,
+            "held_by_cycles": self.held_by_cycles,
             "top_sites": self.top_sites,
             "largest_allocations": self.largest_allocations,
         }
@@ -123,8 +126,11 @@ def diagnose_ooms(snapshot: Snapshot, device: int | None = None, device_total: i
         if len(indices) == 0:
             continue
         replayer = Replayer(dev)
+        waiting = {w["index"]: w["bytes"] for w in find_cycles(snapshot, dev, depth).ooms_while_accumulating}
         for i in indices:
-            out.append(diagnose(snapshot, dev, replayer, int(i), sites, device_total, top))
+            diagnosis = diagnose(snapshot, dev, replayer, int(i), sites, device_total, top)
+            diagnosis.held_by_cycles = waiting.get(int(i), 0)
+            out.append(diagnosis)
     return out
 
 
