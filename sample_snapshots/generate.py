@@ -207,7 +207,9 @@ def main(argv: list[str] | None = None) -> int:
         _, env = SCENARIOS[name]
         print(f"{name} ...", flush=True)
         cmd = [sys.executable, os.path.abspath(__file__), "--out", args.out, "--one", name]
-        if subprocess.run(cmd, env={**os.environ, **env}).returncode != 0:
+        code = subprocess.run(cmd, env={**os.environ, **env}).returncode
+        if code != 0:
+            print(f"{name} failed with exit status {code}", file=sys.stderr)
             failed.append(name)
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)

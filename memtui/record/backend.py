@@ -54,6 +54,10 @@ _enabled_here = False
 
 def history_enabled(torch) -> bool:
     """Whether the allocator is recording history now (by us or by the script itself)."""
+    if not torch.cuda.is_initialized():
+        # Recording initializes CUDA, so nothing records yet; and torch 2.11 crashes
+        # (SIGSEGV) when the allocator is asked before CUDA is initialized.
+        return False
     probe = getattr(torch._C, "_cuda_isHistoryEnabled", None)
     if probe is not None:
         return bool(probe())
@@ -101,7 +105,9 @@ def set_step_metadata(torch, text: str, prefix: str) -> None:
     memory = torch.cuda.memory
     get = getattr(memory, "_get_memory_metadata", None)
     put = getattr(memory, "_set_memory_metadata", None)
-    if get is None or put is None or not torch.cuda.is_available():
+    # Before CUDA is initialized nothing is recorded, and the allocator must not be touched
+    # (see history_enabled); a recording that starts later stamps the step itself.
+    if get is None or put is None or not torch.cuda.is_initialized():
         return
     try:
         current = get()

@@ -1,4 +1,5 @@
-"""A few Linear+Adam steps with step markers; writes its argv next to the snapshots."""
+"""A few Linear+Adam steps with step markers. Writes its argv and __name__ to argv[1] and
+exits with the status in its last argument (when it has more than one)."""
 
 import json
 import sys
@@ -17,4 +18,4 @@ for _ in range(4):
     memtui.record.step()
 with open(out, "w") as fh:
     json.dump({"argv": sys.argv, "name": __name__}, fh)
-sys.exit(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
+sys.exit(int(sys.argv[-1]) if len(sys.argv) > 2 else 0)
