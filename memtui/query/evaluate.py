@@ -266,36 +266,33 @@ def term_frame(ctx: EvalContext, term: Term) -> np.ndarray:
 # -- lifetimes ------------------------------------------------------------------------------------
 
 
-def _life_column(event_life: np.ndarray, column: np.ndarray) -> np.ndarray:
-    """``column[life]`` for each event, NONE for events that belong to no life."""
-    if len(column) == 0:
-        return np.full(len(event_life), NONE, np.int64)
-    has = event_life != NONE
-    return np.where(has, column[np.where(has, event_life, 0)], NONE)
+def _per_event(event_life: np.ndarray, per_life: np.ndarray) -> np.ndarray:
+    """``per_life[life]`` for each event; False for events that belong to no life.
+
+    The appended False sits at index -1, which is exactly NONE, so one gather does it.
+    """
+    return np.append(per_life, False)[event_life]
 
 
 def flag_live(ctx: EvalContext) -> np.ndarray:
     """The event's allocation or segment is not freed in the trace: still there at snapshot time."""
     dev = ctx.dev
-    block = (dev.lives.event_life != NONE) & (_life_column(dev.lives.event_life, dev.lives.end) == NONE)
-    seg = (dev.segment_lives.event_life != NONE) & (
-        _life_column(dev.segment_lives.event_life, dev.segment_lives.end) == NONE)
-    return block | seg
+    return (_per_event(dev.lives.event_life, dev.lives.end == NONE)
+            | _per_event(dev.segment_lives.event_life, dev.segment_lives.end == NONE))
 
 
 def flag_freed(ctx: EvalContext) -> np.ndarray:
     """The free that ends the event's allocation or segment is in the trace."""
     dev = ctx.dev
-    return (_life_column(dev.lives.event_life, dev.lives.end) != NONE) | (
-        _life_column(dev.segment_lives.event_life, dev.segment_lives.end) != NONE)
+    return (_per_event(dev.lives.event_life, dev.lives.end != NONE)
+            | _per_event(dev.segment_lives.event_life, dev.segment_lives.end != NONE))
 
 
 def flag_leaked(ctx: EvalContext) -> np.ndarray:
     """Block allocations made in the trace that the program never asked to free."""
     lives = ctx.dev.lives
-    life = lives.event_life
-    return ((_life_column(life, lives.start) != NONE) & (_life_column(life, lives.request) == NONE)
-            & (_life_column(life, lives.end) == NONE))
+    never_freed = (lives.start != NONE) & (lives.request == NONE) & (lives.end == NONE)
+    return _per_event(lives.event_life, never_freed)
 
 
 _TERMS = {

@@ -21,6 +21,7 @@ class Token:
     text: str  # the word with quotes removed
     position: int
     literal: bool = False  # opened with a quote: plain text, not a keyword or field
+    quoted_from: int | None = None  # index in ``text`` where the first quoted part starts
 
 
 def tokenize(source: str) -> list[Token]:
@@ -50,12 +51,15 @@ def _word(source: str, start: int) -> tuple[Token, int]:
     out: list[str] = []
     # A word that opens with a quote is literal text: never a keyword, never field:value.
     literal = source[start] == '"'
+    quoted_from = None
     i, n = start, len(source)
     while i < n:
         ch = source[i]
         if ch.isspace() or ch in "()":
             break
         if ch == '"':
+            if quoted_from is None:
+                quoted_from = len(out)
             i += 1
             while True:
                 if i >= n:
@@ -75,4 +79,4 @@ def _word(source: str, start: int) -> tuple[Token, int]:
         i += 1
     text = "".join(out)
     kind = text.lower() if not literal and text.lower() in KEYWORDS else "word"
-    return Token(kind, text, start, literal), i
+    return Token(kind, text, start, literal, quoted_from), i

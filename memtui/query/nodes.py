@@ -81,7 +81,9 @@ class Term(Node):
 
     def __str__(self) -> str:
         text = self.text
-        if not text or any(ch in text for ch in ' ()"\t'):
+        # Quote what would otherwise read differently: spaces, parentheses, quotes, and a
+        # leading ':' ('frame::x' is C++ text, not the field frame).
+        if not text or text.startswith(":") or any(ch.isspace() or ch in '()"' for ch in text):
             text = '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
         return f"{self.field}{self.op}{text}"
 

@@ -123,7 +123,7 @@ def parse_term(token: Token) -> Node:
         if text.lower() in FLAGS:
             return Flag(position, text.lower())
         m = _FIELD_TERM.match(text)
-        if m and not m.group(3).startswith(":"):  # 'at::native' is C++ text, not a field
+        if m and not _cpp_scope(m, token):
             name = m.group(1).lower()
             field = ALIASES.get(name, name)
             if field not in FIELDS:
@@ -136,6 +136,13 @@ def parse_term(token: Token) -> Node:
         if v.looks_like_hex_address(text):
             return field_term("addr", ":", text, position, position)
     return Term(position, "frame", ":", text, text.lower())
+
+
+def _cpp_scope(m: re.Match, token: Token) -> bool:
+    """``at::native`` is C++ text, not the field ``at``; ``frame:":"`` is the field frame."""
+    value_start = m.end(2)
+    value_quoted = token.quoted_from is not None and token.quoted_from <= value_start
+    return m.group(3).startswith(":") and not value_quoted
 
 
 def field_term(field: str, op: str, text: str, position: int, value_position: int) -> Term:
