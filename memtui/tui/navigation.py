@@ -84,7 +84,11 @@ def _step_life(lives: Lifetimes, life: int, i: int, forward: bool) -> Jump:
     if target is not None:
         return Jump(target)
     if forward:
+        if int(lives.end[life]) != NONE:
+            return Jump(None, "this is the last event of this allocation")
         return Jump(None, "still live at snapshot time: no free in the trace")
+    if int(lives.start[life]) != NONE:
+        return Jump(None, "this is the allocation's first event")
     return Jump(None, "allocated before the trace starts: its alloc is not in the trace")
 
 

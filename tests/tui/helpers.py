@@ -1,0 +1,63 @@
+"""Shared pieces of the explorer tests: cached snapshots, an app that is ready to drive."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from memtui.model import Snapshot, open_snapshot
+from memtui.tui.app import MemtuiApp
+from memtui.tui.screens.main import MainScreen
+from tests.conftest import SHARED
+from tests.tui.tiny_snapshot import write_tiny_snapshot
+
+OOM_REAL = SHARED / "oom_real.pickle"
+
+
+@functools.cache
+def tiny_path() -> Path:
+    import tempfile
+
+    return write_tiny_snapshot(Path(tempfile.mkdtemp(prefix="memtui-tiny-")))
+
+
+@functools.cache
+def loaded(path: str) -> Snapshot:
+    """Each file is read once per test session; the app gets the snapshot through a loader."""
+    return open_snapshot(path)
+
+
+def make_app(path: Path, **kwargs) -> MemtuiApp:
+    snapshot = loaded(str(path))
+    kwargs.setdefault("show_source", False)  # source files differ between machines
+    return MemtuiApp(lambda progress: snapshot, **kwargs)
+
+
+async def ready(app: MemtuiApp, pilot) -> MainScreen:
+    """Wait until the main screen is up (the load runs in a worker)."""
+    for _ in range(400):
+        if isinstance(app.screen, MainScreen):
+            await pilot.pause()
+            return app.screen
+        await pilot.pause(0.01)
+    raise AssertionError(f"the main screen never appeared (screen: {app.screen!r}, error: {app.load_error})")
+
+
+async def settle(app: MemtuiApp, pilot) -> None:
+    """Let workers finish and their messages be handled."""
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+    await pilot.pause()
+
+
+async def search(app: MemtuiApp, pilot, text: str, typed: bool = False) -> None:
+    """``/`` then the query then Enter; ``typed`` presses every character (slower)."""
+    from memtui.tui.widgets.search_bar import SearchBar
+
+    if typed:
+        await pilot.press("slash", *text, "enter")
+    else:
+        await pilot.press("slash")
+        app.screen.query_one(SearchBar).value = text
+        await pilot.press("enter")
+    await settle(app, pilot)
