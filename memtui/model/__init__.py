@@ -2,22 +2,96 @@
 
 from __future__ import annotations
 
+import gc
+import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from memtui.load import ProgressFn, read_snapshot
-from memtui.model.snapshot import Annotation, DeviceModel, Match, Snapshot, build_model
+from memtui.load.normalize import normalize
+from memtui.load.stream import StreamFallback, stream_snapshot
+from memtui.model.frames import StackToken
+from memtui.model.snapshot import Annotation, DeviceModel, Match, Snapshot, assemble_model, build_model, device_count
+from memtui.model.trace import ModelTables, TraceBuilder
 
 __all__ = ["Annotation", "DeviceModel", "Match", "Snapshot", "build_model", "open_snapshot"]
 
+log = logging.getLogger("memtui.load")
 
-def open_snapshot(path: str | os.PathLike, progress: ProgressFn | None = None) -> Snapshot:
-    """Read and index a snapshot file. Raises SnapshotError with a one-line message."""
+
+def open_snapshot(
+    path: str | os.PathLike,
+    progress: ProgressFn | None = None,
+    *,
+    streaming: bool = True,
+    cache: object = None,
+) -> Snapshot:
+    """Read and index a snapshot file. Raises SnapshotError with a one-line message.
+
+    ``cache`` is a :class:`memtui.cache.ModelCache` (None: no cache). ``streaming``
+    chooses the streaming decoder, which falls back to the plain path by itself.
+    """
+    if cache is not None:
+        found = cache.load(path)
+        if found is not None:
+            return found
+    snapshot = open_streaming(path, progress) if streaming else None
+    if snapshot is None:
+        snapshot = open_plain(path, progress)
+    if cache is not None:
+        cache.store(path, snapshot)
+    return snapshot
+
+
+def open_plain(path: str | os.PathLike, progress: ProgressFn | None = None) -> Snapshot:
+    """The reference path: ``pickle.load`` (restricted), then the model."""
     raw = read_snapshot(path, progress)
     if progress is not None:
         progress("indexing", 0, 1)
-    size = os.path.getsize(path)
-    snapshot = build_model(raw, os.fspath(path), size)
+    snapshot = build_model(raw, os.fspath(path), os.path.getsize(path))
     del raw
     if progress is not None:
         progress("indexing", 1, 1)
     return snapshot
+
+
+def open_streaming(path: str | os.PathLike, progress: ProgressFn | None = None) -> Snapshot | None:
+    """The streaming decoder's model, or None when the file needs the plain path."""
+    tables = ModelTables.new()
+    builders: list[TraceBuilder] = []
+
+    def make_consumer(device: int) -> TraceBuilder:
+        builders.append(TraceBuilder(tables, f"device {device} trace", strict=True))
+        return builders[-1]
+
+    try:
+        with _gc_paused():
+            raw = stream_snapshot(path, make_consumer, StackToken, progress)
+    except StreamFallback as exc:
+        log.debug("%s: read with the plain loader (%s)", os.fspath(path), exc)
+        return None
+    raw = normalize(raw, os.path.basename(os.fspath(path)))
+    if progress is not None:
+        progress("indexing", 0, 1)
+    columns = [builder.finish() for builder in builders]
+    builders.clear()
+    for d in range(len(columns), device_count(raw)):
+        columns.append(TraceBuilder(tables, f"device {d} trace").finish())
+    snapshot = assemble_model(raw, columns, tables, os.fspath(path), os.path.getsize(path))
+    if progress is not None:
+        progress("indexing", 1, 1)
+    return snapshot
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Decoding makes millions of short-lived containers and no cycles: the cyclic
+    collector would only rescan the frame lists kept in the memo, again and again."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -15,6 +15,10 @@ from memtui.model.strings import StringTable
 
 NO_STACK = -1
 
+# Identity caches stop growing here: past it a file does not share its frame objects,
+# and keeping every one alive would cost more than interning by content.
+_IDENTITY_CACHE_LIMIT = 1 << 20
+
 # Frames whose filename is one of these are native (C++) frames: the allocator's own
 # unwinding machinery and the interpreter, hidden by default in stack views.
 _NATIVE_FILENAMES = ("??", "")
@@ -140,6 +144,7 @@ class StackTable:
         self._keepalive: list[object] = []
         self._frame_identity: dict[int, int] = {}
         self._tokens: dict[int, StackToken] = {}
+        self._by_frame_ids: dict[tuple, int] = {}
         self.flat = np.zeros(0, np.int32)
         self.offsets = np.zeros(1, np.int64)
         self.top_user = np.zeros(0, np.int32)
@@ -156,6 +161,8 @@ class StackTable:
             return sid
         if not isinstance(frames, (list, tuple)):
             return NO_STACK
+        if type(frames[0]) is StackToken:
+            return frames[0].sid  # a list the streaming decoder interned (see intern_plain)
         intern_frame = self._intern_frame_cached
         key = tuple([intern_frame(f) for f in frames])
         sid = self._by_content.get(key)
@@ -183,24 +190,38 @@ class StackTable:
         first = frames[0]
         if type(first) is StackToken:
             return first.sid
+        # Frame dicts are shared objects inside a pickle, so the identities of a list's
+        # frames name its stack: one tuple(map(id)) and one lookup, all in C.
+        by_ids = self._by_frame_ids
+        ids = tuple(map(id, frames))
+        sid = by_ids.get(ids)
+        if sid is None:
+            sid = self._intern_frames_plain(frames)
+            cache = self._frame_identity
+            if len(by_ids) < _IDENTITY_CACHE_LIMIT and all(i in cache for i in ids):
+                by_ids[ids] = sid  # only when every frame is kept alive, so no id is reused
+        token = self._tokens.get(sid)
+        if token is None:
+            token = self._tokens[sid] = StackToken(sid)
+        frames[:] = (token,)
+        return sid
+
+    def _intern_frames_plain(self, frames: list) -> int:
         cache = self._frame_identity
         intern_frame = self.frames.intern_plain
         key = []
         for frame in frames:
             fid = cache.get(id(frame))
             if fid is None:
-                fid = cache[id(frame)] = intern_frame(frame)
-                self._keepalive.append(frame)
+                fid = intern_frame(frame)
+                if len(cache) < _IDENTITY_CACHE_LIMIT:
+                    # Kept alive so its id cannot be reused by another object meanwhile.
+                    cache[id(frame)] = fid
+                    self._keepalive.append(frame)
             key.append(fid)
         key = tuple(key)
         sid = self._by_content.get(key)
-        if sid is None:
-            sid = self._add(key)
-        token = self._tokens.get(sid)
-        if token is None:
-            token = self._tokens[sid] = StackToken(sid)
-        frames[:] = (token,)
-        return sid
+        return self._add(key) if sid is None else sid
 
     def _add(self, key: tuple) -> int:
         sid = len(self._offsets) - 1
@@ -224,6 +245,7 @@ class StackTable:
         self._frame_identity = {}
         self._keepalive = []
         self._tokens = {}
+        self._by_frame_ids = {}
         self._by_content = {}
         self.frames.freeze()
         self.flat = np.asarray(self._flat, np.int32)
