@@ -1,0 +1,81 @@
+"""Writing a snapshot dict back out as torch's pickle, or as JSON.
+
+The pickle is what ``torch.cuda.memory._dump_snapshot`` writes: protocol 4, plain dicts,
+lists, tuples, strings and numbers, so ``python -m torch.cuda._memory_viz`` and the
+pytorch.org/memory_viz page read it. memtui's own keys (``memtui_header``) are left out:
+the output is a snapshot, not an export.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import pickle
+
+from memtui.atomic import atomic_write, check_writable_target
+from memtui.errors import UsageError
+from memtui.load import ProgressFn, read_snapshot
+
+PICKLE_PROTOCOL = 4  # what _dump_snapshot uses, and the newest memory_viz's unpickler reads
+FORMATS = {".pickle": "pickle", ".pkl": "pickle", ".json": "json"}
+
+
+def output_format(path: str) -> str:
+    """'pickle' or 'json', from the output file's extension."""
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in FORMATS:
+        raise UsageError(f"{path}: cannot tell the output format; name it .pickle (or .pkl) or .json")
+    return FORMATS[ext]
+
+
+def convert_file(source: str, target: str, force: bool = False, progress: ProgressFn | None = None) -> str:
+    """Read any snapshot memtui opens and write it to ``target``; returns the format written."""
+    kind = output_format(target)
+    check_writable_target(target, force)
+    snapshot = torch_layout(read_snapshot(source, progress))
+    if kind == "pickle":
+        write_pickle(snapshot, target, force)
+    else:
+        write_json(snapshot, target, force)
+    return kind
+
+
+def torch_layout(snapshot: dict) -> dict:
+    """The snapshot without memtui's own top-level keys."""
+    return {k: v for k, v in snapshot.items() if not (isinstance(k, str) and k.startswith("memtui_"))}
+
+
+def write_pickle(snapshot: dict, target: str, force: bool = False) -> None:
+    with atomic_write(target, force) as fh:
+        pickle.dump(snapshot, fh, protocol=PICKLE_PROTOCOL)
+
+
+def write_json(snapshot: dict, target: str, force: bool = False) -> None:
+    try:
+        _dump_json(snapshot, target, force)
+    except (ValueError, TypeError):
+        # NaN/inf times or an odd value somewhere: standard JSON has no spelling for them.
+        _dump_json(_json_safe(snapshot), target, force)
+
+
+def _dump_json(snapshot: dict, target: str, force: bool) -> None:
+    # Streamed: json.dump writes piece by piece, never the whole text at once.
+    with atomic_write(target, force) as fh:
+        text = io.TextIOWrapper(fh, encoding="utf-8", write_through=False)
+        json.dump(snapshot, text, allow_nan=False, separators=(",", ":"))
+        text.flush()
+        text.detach()
+
+
+def _json_safe(value: object) -> object:
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)

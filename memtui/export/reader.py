@@ -1,0 +1,173 @@
+"""Reading a memtui msgpack export back into a snapshot dict in torch's own layout.
+
+The result looks like what ``torch.cuda.memory._snapshot()`` returns (``segments``,
+``device_traces``, ``allocator_settings``, ``external_annotations``) plus
+``memtui_header``, so everything above the loader treats an export like any snapshot.
+Frame dicts and stack lists are built once per table row and shared by every entry
+that uses them, just as the pickler shares them in torch's own files.
+"""
+
+from __future__ import annotations
+
+from typing import BinaryIO
+
+import msgpack
+
+from memtui.errors import SnapshotError
+from memtui.export.format import FORMAT_NAME, FORMAT_VERSION
+
+# Bounds what one msgpack object may claim, so a hostile length cannot exhaust memory.
+MAX_OBJECT_BYTES = 1 << 30
+_NO_FRAMES_ACTIONS = ("snapshot",)
+
+
+def read_export(stream: BinaryIO, description: str) -> dict:
+    """Decode an export; every problem is a SnapshotError naming ``description``."""
+    unpacker = msgpack.Unpacker(stream, raw=False, strict_map_key=False, max_buffer_size=MAX_OBJECT_BYTES)
+    try:
+        return _Builder(description).build(unpacker)
+    except SnapshotError:
+        raise
+    except msgpack.OutOfData:
+        raise SnapshotError(f"{description}: truncated memtui export") from None
+    except (msgpack.UnpackException, msgpack.ExtraData, ValueError, TypeError, KeyError, IndexError,
+            AttributeError, OverflowError) as exc:
+        raise SnapshotError(f"{description}: corrupt memtui export ({type(exc).__name__}: {_short(exc)})") from None
+    except MemoryError:
+        raise SnapshotError(f"{description}: not enough memory to read this export") from None
+
+
+class _Builder:
+    def __init__(self, description: str) -> None:
+        self.description = description
+        self.actions: list[str] = []
+        self.strings: list[str] = []
+        self.stacks: list[list[dict]] = []
+        self.traces: list[list[dict]] = []
+        self.segments: list[dict] = []
+        self.snapshot: dict = {}
+
+    def build(self, unpacker) -> dict:
+        header = next(unpacker, None)
+        if header is None:
+            raise SnapshotError(f"{self.description}: truncated memtui export (it ends inside its header)")
+        self._check_header(header)
+        ended = False
+        for obj in unpacker:
+            kind = obj.get("kind") if isinstance(obj, dict) else None
+            if kind == "snapshot":
+                self.snapshot = obj
+            elif kind == "tables":
+                self._tables(obj)
+            elif kind == "device":
+                self._device(obj)
+            elif kind == "events":
+                self._events(obj)
+            elif kind == "end":
+                ended = True
+                break
+            # Other kinds are additions of a later minor revision: skipped on purpose.
+        if not ended:
+            raise SnapshotError(f"{self.description}: truncated memtui export (it stops before its end marker)")
+        for device in header.get("devices") or []:
+            self._trace(int(device))
+        return {
+            "segments": self.segments,
+            "device_traces": self.traces,
+            "allocator_settings": dict(self.snapshot.get("allocator_settings") or {}),
+            "external_annotations": list(self.snapshot.get("annotations") or []),
+            "memtui_header": header,
+        }
+
+    def _check_header(self, header: object) -> None:
+        if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
+            raise SnapshotError(f"{self.description}: not a memtui export (no memtui header)")
+        version = header.get("version")
+        if not isinstance(version, int):
+            raise SnapshotError(f"{self.description}: memtui export without a format version")
+        if version > FORMAT_VERSION:
+            raise SnapshotError(f"{self.description}: written by a newer memtui (export format {version}); "
+                                f"this memtui reads format {FORMAT_VERSION}: upgrade memtui to open it")
+
+    def _tables(self, obj: dict) -> None:
+        self.actions = [str(a) for a in obj["actions"]]
+        self.strings = [str(s) for s in obj["strings"]]
+        frames = [{"filename": f["filename"], "line": f["line"], "name": f["name"]} for f in obj["frames"]]
+        self.stacks = [[frames[i] for i in stack] for stack in obj["stacks"]]
+
+    def _frames(self, sid: int) -> list[dict]:
+        return self.stacks[sid] if sid >= 0 else []
+
+    def _trace(self, device: int) -> list[dict]:
+        if device < 0 or device > 4095:
+            raise SnapshotError(f"{self.description}: device {device} out of range")
+        while len(self.traces) <= device:
+            self.traces.append([])
+        return self.traces[device]
+
+    def _device(self, obj: dict) -> None:
+        device = int(obj["device"])
+        self._trace(device)
+        segs = obj["segments"]
+        built = []
+        for i in range(len(segs["address"])):
+            built.append({
+                "device": device,
+                "address": _int(segs["address"][i]),
+                "total_size": _int(segs["total_size"][i]),
+                "allocated_size": _int(segs["allocated_size"][i]),
+                "active_size": _int(segs["active_size"][i]),
+                "requested_size": _int(segs["requested_size"][i]),
+                "stream": _int(segs["stream"][i]),
+                "segment_type": segs["segment_type"][i],
+                "segment_pool_id": tuple(segs["pool"][i]),
+                "is_expandable": bool(segs["expandable"][i]),
+                "frames": self._frames(segs["stack"][i]),
+                "blocks": [],
+            })
+        blocks = obj["blocks"]
+        for i in range(len(blocks["address"])):
+            built[blocks["segment"][i]]["blocks"].append({
+                "address": _int(blocks["address"][i]),
+                "size": _int(blocks["size"][i]),
+                "requested_size": _int(blocks["requested_size"][i]),
+                "state": blocks["state"][i],
+                "frames": self._frames(blocks["stack"][i]),
+            })
+        self.segments.extend(built)
+
+    def _events(self, obj: dict) -> None:
+        trace = self._trace(int(obj["device"]))
+        actions, strings, stacks = self.actions, self.strings, self.stacks
+        no_frames: list = []
+        columns = [obj[k] for k in ("action", "addr", "size", "stream", "time_us", "stack", "ctx", "meta",
+                                    "device_free")]
+        for k in (1, 2, 3, 8):
+            columns[k] = _ints(columns[k])
+        for action, addr, size, stream, t, sid, ctx, meta, device_free in zip(*columns):
+            name = actions[action]
+            entry = {"action": name, "addr": addr, "size": size, "stream": stream, "time_us": t,
+                     "compile_context": strings[ctx], "user_metadata": strings[meta]}
+            if t is None:
+                del entry["time_us"]
+            if name not in _NO_FRAMES_ACTIONS:
+                entry["frames"] = stacks[sid] if sid >= 0 else no_frames
+            if device_free != -1:
+                entry["device_free"] = device_free
+            trace.append(entry)
+
+
+def _int(value: object) -> int:
+    # Integers past 64 bits are stored as decimal strings.
+    return int(value) if isinstance(value, str) else value
+
+
+def _ints(values: list) -> list:
+    if any(type(v) is str for v in values):
+        return [_int(v) for v in values]
+    return values
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return text[:100]
