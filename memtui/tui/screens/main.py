@@ -25,6 +25,7 @@ from memtui.model import Snapshot
 from memtui.model import actions as act
 from memtui.model.lifetimes import NONE
 from memtui.tui import navigation
+from memtui.tui.analysis_actions import ANALYSIS_KEYS, ANALYSIS_PALETTE, AnalysisActions
 from memtui.tui.device_view import DeviceView, build_device_view
 from memtui.tui.inspector_content import block_lines, event_lines, segment_lines
 from memtui.tui.messages import DeviceReady, SearchDone
@@ -61,9 +62,11 @@ PALETTE_EXTRA = [
     ("toggle_map_mode", "Segment map: map/list", "Switch the segment map between bars and an exact list"),
     ("detail", "Event detail", "Open the full detail of the selected event"),
 ]
+SCREEN_KEYS += ANALYSIS_KEYS
+PALETTE_EXTRA += ANALYSIS_PALETTE
 
 
-class MainScreen(Screen):
+class MainScreen(AnalysisActions, Screen):
     BINDINGS = [Binding(key, action, description, show=show) for key, action, description, show in SCREEN_KEYS]
 
     def __init__(self, snapshot: Snapshot, view: DeviceView, show_source: bool = True) -> None:

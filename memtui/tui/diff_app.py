@@ -1,0 +1,27 @@
+"""``memtui diff A B --tui``: the diff screen on its own, for a diff already computed."""
+
+from __future__ import annotations
+
+from textual.app import App
+from textual.binding import Binding
+
+from memtui.analysis.diff import MemoryDiff
+from memtui.tui.screens.diff_report import DiffReportScreen
+
+
+class DiffApp(App[int]):
+    TITLE = "memtui diff"
+    BINDINGS = [Binding("ctrl+c", "quit", "Quit", show=False)]
+
+    def __init__(self, diff: MemoryDiff) -> None:
+        super().__init__()
+        self.diff = diff
+
+    def on_mount(self) -> None:
+        self.push_screen(DiffReportScreen(lambda: self.diff), lambda _: self.exit(0))
+
+
+def run_diff_app(diff: MemoryDiff) -> int:
+    app = DiffApp(diff)
+    app.run()
+    return app.return_code or 0

@@ -1,0 +1,37 @@
+"""Cycles: bursts of frees that only the garbage collector explains."""
+
+from __future__ import annotations
+
+from memtui.analysis.cycles import CycleReport, find_cycles
+from memtui.commands.cycles import render
+from memtui.tui.analysis_jumps import event_jump, site_jump
+from memtui.tui.device_view import DeviceView
+from memtui.tui.screens.analysis_base import AnalysisScreen, Row
+from memtui.units import format_bytes
+
+
+class CyclesReportScreen(AnalysisScreen):
+    TITLE_TEXT = "Reference cycles"
+    COLUMNS = ("event", "freed", "lives", "peak before", "where")
+    HINT = "Enter on a burst: go to its first free · on a call site: its allocations, filtered · Esc: close"
+
+    def __init__(self, view: DeviceView, depth: int = 1) -> None:
+        super().__init__()
+        self.view = view
+        self.depth = depth
+
+    def compute(self) -> CycleReport:
+        return find_cycles(self.view.snapshot, self.view.device, self.depth)
+
+    def present(self, result: CycleReport) -> tuple[str, list[Row]]:
+        report = "\n".join(render(result)[:1] + [line for line in render(result) if line.startswith("  an OOM")])
+        rows: list[Row] = []
+        for s in result.sites:
+            rows.append((("site", format_bytes(s.bytes), f"{s.lives:,}", "", s.site),
+                         site_jump(self.view.snapshot, self.view.device, s.site, self.depth)))
+        for b in result.bursts:
+            rows.append(((f"{b.index:,}", format_bytes(b.bytes), f"{b.lives:,}", format_bytes(b.allocated_before),
+                          f"{b.order}, collected at {b.collected_at}"), event_jump(b.index)))
+        if result.suspected:
+            report += "\n\nCall torch.utils.viz._cycles.warn_tensor_cycles() early to be told which objects form them."
+        return report, rows

@@ -1,0 +1,67 @@
+"""Ranks: the open snapshot next to its sibling rank files (same name, other rank numbers).
+
+Summaries are computed in worker processes; the open file's own summary comes from the
+snapshot already loaded. Enter on the open file's rank goes to its peak.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from memtui.analysis.rank_files import summarize_files
+from memtui.analysis.ranks import compare_ranks, rank_from_name, summarize_snapshot
+from memtui.commands.ranks import render
+from memtui.errors import UsageError
+from memtui.tui.analysis_jumps import AnalysisJump, event_jump
+from memtui.tui.device_view import DeviceView
+from memtui.tui.screens.analysis_base import AnalysisScreen, Row
+from memtui.units import format_bytes
+
+_RANK = re.compile(r"(rank[_\-.]?)(\d+)", re.IGNORECASE)
+
+
+def sibling_rank_files(path: str) -> list[str]:
+    """Files in ``path``'s directory whose names differ from its name only by the rank number."""
+    directory, name = os.path.split(os.path.abspath(path))
+    m = _RANK.search(name)
+    if not m:
+        raise UsageError(f"{name}: the name has no rank number (like snap.rank0.pickle) to find the other ranks by")
+    pattern = re.compile(re.escape(name[:m.start(2)]) + r"\d+" + re.escape(name[m.end(2):]) + "$")
+    return sorted(os.path.join(directory, n) for n in os.listdir(directory) if pattern.match(n))
+
+
+class RanksReportScreen(AnalysisScreen):
+    TITLE_TEXT = "Ranks"
+    COLUMNS = ("rank", "peak allocated", "peak reserved", "OOMs", "events", "", "file")
+    HINT = "Enter on the open file's rank: go to its peak · Esc: close"
+
+    def __init__(self, view: DeviceView, depth: int = 1) -> None:
+        super().__init__()
+        self.view = view
+        self.depth = depth
+
+    def compute(self) -> dict:
+        snapshot = self.view.snapshot
+        path = os.path.abspath(snapshot.source_path)
+        others = [p for p in sibling_rank_files(path) if p != path]
+        own = {"file": path, "error": None, "rank": rank_from_name(path), **summarize_snapshot(snapshot, self.depth)}
+        summaries = [own] + (summarize_files(others, depth=self.depth) if others else [])
+        summaries.sort(key=lambda s: (s.get("rank") is None, s.get("rank") or 0, s["file"]))
+        return compare_ranks(summaries)
+
+    def present(self, result: dict) -> tuple[str, list[Row]]:
+        own = os.path.abspath(self.view.snapshot.source_path)
+        report = "\n".join(line for line in render(result)[len(result["ranks"]) + 1:] if line.strip())
+        rows: list[Row] = []
+        for r in result["ranks"]:
+            jump: AnalysisJump | None
+            if r["file"] == own:
+                peak = int(self.view.allocated.argmax()) if self.view.n_events else None
+                jump = event_jump(peak, f"rank {r['rank']}: peak allocated") if peak is not None else None
+            else:
+                jump = AnalysisJump(None, message=f"another rank: open it with  memtui {r['file']}")
+            rows.append(((str(r["rank"]), format_bytes(r["peak_allocated"]), format_bytes(r["peak_reserved"]),
+                          str(r["ooms"]), f"{r['events']:,}", "outlier" if r["outlier"] else "",
+                          os.path.basename(r["file"]) + ("  (open)" if r["file"] == own else "")), jump))
+        return report, rows
