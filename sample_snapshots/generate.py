@@ -45,11 +45,11 @@ def _mlp(torch, width: int, depth: int):
 
 
 def train_linear_adam(out: str) -> None:
-    """Linear+Adam, 6 steps, Python stacks, step markers."""
+    """Linear+Adam, 6 steps with step markers; Python and C++ stacks (stacks="all")."""
     torch, memtui = _torch(), _memtui()
     from torch import nn
 
-    with memtui.record(out, stacks="python"):
+    with memtui.record(out, stacks="all"):
         model = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 1024)).cuda()
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
         for _ in range(6):

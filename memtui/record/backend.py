@@ -74,6 +74,9 @@ def start_history(torch, *, max_entries: int, stacks: str, context: str | None) 
     # `external_annotations` only from the thread that started recording.
     if "global_record_annotations" in params:
         kwargs["global_record_annotations"] = True
+    # Recording initializes CUDA in C++ only; initializing it from Python too keeps
+    # torch.cuda.is_initialized() truthful, which the checks in this file rely on.
+    torch.cuda.init()
     record(**kwargs)
     _enabled_here = True
 
