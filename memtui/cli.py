@@ -14,6 +14,7 @@ import pkgutil
 import sys
 
 from memtui import __version__
+from memtui.commands._common import add_cache_options, configure_cache, release_cache, take_cache_options
 from memtui.errors import MemtuiError
 
 EPILOG = "Commands: {names}. Run 'memtui COMMAND --help' for each."
@@ -34,12 +35,15 @@ def command_modules() -> dict[str, object]:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        argv = take_cache_options(argv)
         commands = command_modules()
         if argv and argv[0] in commands:
             module = commands[argv[0]]
             parser = argparse.ArgumentParser(prog=f"memtui {argv[0]}", description=module.HELP)
             module.add_arguments(parser)
+            add_cache_options(parser)
             args = parser.parse_args(argv[1:])
+            configure_cache(args)
             return int(module.run(args) or 0)
         return _open_explorer(argv, commands)
     except MemtuiError as exc:
@@ -55,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    finally:
+        release_cache()
 
 
 def _open_explorer(argv: list[str], commands: dict[str, object]) -> int:
@@ -68,7 +74,9 @@ def _open_explorer(argv: list[str], commands: dict[str, object]) -> int:
     parser.add_argument("--demo", action="store_true", help="open the small sample snapshot bundled with memtui")
     parser.add_argument("--device", type=int, default=None, help="device to show first")
     parser.add_argument("--version", action="version", version=f"memtui {__version__}")
+    add_cache_options(parser)
     args = parser.parse_args(argv)
+    configure_cache(args)
     if args.demo:
         from memtui.data import demo_snapshot_path
 

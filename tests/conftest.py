@@ -67,3 +67,15 @@ def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.skip(f"no real snapshots at {SHARED}")
     return SHARED
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache_home(tmp_path_factory):
+    """Commands run by tests cache models in a throwaway folder, never the user's."""
+    previous = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = previous

@@ -15,9 +15,24 @@ from memtui.model.frames import StackToken
 from memtui.model.snapshot import Annotation, DeviceModel, Match, Snapshot, assemble_model, build_model, device_count
 from memtui.model.trace import ModelTables, TraceBuilder
 
-__all__ = ["Annotation", "DeviceModel", "Match", "Snapshot", "build_model", "open_snapshot"]
+__all__ = ["Annotation", "DeviceModel", "Match", "Snapshot", "build_model", "open_snapshot", "set_default_cache"]
 
 log = logging.getLogger("memtui.load")
+
+
+_DEFAULT = object()
+_default_cache = None
+
+
+def set_default_cache(cache) -> None:
+    """The :class:`memtui.cache.ModelCache` that ``open_snapshot`` uses unless told otherwise
+    (the command line sets it from ``--cache-dir``/``--no-cache``; None turns it off)."""
+    global _default_cache
+    _default_cache = cache
+
+
+def get_default_cache():
+    return _default_cache
 
 
 def open_snapshot(
@@ -25,22 +40,28 @@ def open_snapshot(
     progress: ProgressFn | None = None,
     *,
     streaming: bool = True,
-    cache: object = None,
+    cache: object = _DEFAULT,
 ) -> Snapshot:
     """Read and index a snapshot file. Raises SnapshotError with a one-line message.
 
-    ``cache`` is a :class:`memtui.cache.ModelCache` (None: no cache). ``streaming``
-    chooses the streaming decoder, which falls back to the plain path by itself.
+    ``cache`` is a :class:`memtui.cache.ModelCache`, None for none, or by default the one
+    given to :func:`set_default_cache`. A built model is written to it in a background
+    thread. ``streaming`` chooses the streaming decoder, which falls back to the plain
+    path by itself.
     """
+    if cache is _DEFAULT:
+        cache = _default_cache
     if cache is not None:
         found = cache.load(path)
         if found is not None:
+            if progress is not None:
+                progress("indexing", 1, 1)
             return found
     snapshot = open_streaming(path, progress) if streaming else None
     if snapshot is None:
         snapshot = open_plain(path, progress)
     if cache is not None:
-        cache.store(path, snapshot)
+        cache.store(path, snapshot, background=True)
     return snapshot
 
 

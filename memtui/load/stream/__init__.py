@@ -44,8 +44,9 @@ def stream_snapshot(
     is not one this decoder handles.
     """
     info = inspect_source(path)
+    relay = _ProgressRelay(progress) if progress is not None else None
     try:
-        stream = open_decompressed(info, progress)
+        stream = open_decompressed(info, relay)
     except OSError as exc:
         raise StreamFallback(f"cannot open ({exc})") from None
     with stream:
@@ -59,6 +60,8 @@ def stream_snapshot(
         except MemoryError:
             raise SnapshotError(f"{os.path.basename(info.path)}: not enough memory to read this file") from None
         except Exception as exc:  # corrupt, truncated or hostile: the plain path says which
+            if relay is not None and relay.error is not None:
+                raise relay.error from None  # the caller's own progress callback stopped the load
             raise StreamFallback(f"{type(exc).__name__}: {str(exc)[:200]}") from None
     return detach_traces(obj, unpickler.sinks, token_type)
 
@@ -82,6 +85,22 @@ def _stream_chunks(chunks: Iterator[bytes], sink_global: bytes) -> Iterator[byte
             raise StreamFallback("the pickle ends inside its first trace entry")
     yield bytes(buf[:first.list_pos]) + sink_global + bytes(buf[first.list_pos + 1:first.end])
     yield from rewritten_chunks(Rewriter(first, sink_global), bytes(buf[first.end:]), chunks)
+
+
+class _ProgressRelay:
+    """Calls the caller's progress callback and remembers what it raised (a cancel), so
+    that exception is not mistaken for a decoding failure on its way out of the unpickler."""
+
+    def __init__(self, progress: ProgressFn) -> None:
+        self._progress = progress
+        self.error: BaseException | None = None
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        try:
+            self._progress(stage, done, total)
+        except BaseException as exc:
+            self.error = exc
+            raise
 
 
 class _ChunkReader(io.RawIOBase):

@@ -1,0 +1,172 @@
+"""The model cache: a second open of the same snapshot maps its columns instead of decoding.
+
+Files live under ``$XDG_CACHE_HOME/memtui`` (``~/.cache/memtui``), never next to the
+snapshot. A snapshot's key is its size, its modification time and a hash of its first
+and last MiB, together with the cache format and the model's schema: any change to the
+file or to memtui's model gives a new key, so a stale entry is simply never found. A
+file that fails verification is deleted and the snapshot is decoded again. Writes are
+atomic (temporary file, fsync, rename), so two memtui processes can share the folder.
+A folder that cannot be written turns the cache off for that run, with one warning line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+from memtui.cache.fileformat import FORMAT_VERSION, CorruptCache, read_cache_file, write_cache_file
+from memtui.cache.layout import put_together, schema_signature, take_apart
+
+log = logging.getLogger("memtui.cache")
+
+_EDGE = 1 << 20  # bytes hashed at each end of the snapshot
+KEEP_FILES = 8  # the least recently used files beyond this many are removed
+_STALE_TEMP_S = 3600
+
+
+def default_cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "memtui")
+
+
+def _stderr_warning(message: str) -> None:
+    print(f"memtui: {message}", file=sys.stderr)
+
+
+class ModelCache:
+    """Load and store built models for snapshot files."""
+
+    def __init__(self, folder: str | None = None, warn: Callable[[str], None] = _stderr_warning) -> None:
+        self.root = os.path.abspath(folder or default_cache_dir())
+        self.folder = os.path.join(self.root, f"v{FORMAT_VERSION}")
+        self._warn = warn
+        self.disabled = False
+        self._writers: list[threading.Thread] = []
+
+    def key(self, path: str | os.PathLike) -> str:
+        st = os.stat(path)
+        digest = hashlib.sha256(f"{st.st_size}:{st.st_mtime_ns}:{schema_signature()}:".encode())
+        with open(path, "rb") as fh:
+            digest.update(fh.read(_EDGE))
+            if st.st_size > 2 * _EDGE:
+                fh.seek(st.st_size - _EDGE)
+                digest.update(fh.read(_EDGE))
+        return digest.hexdigest()[:40]
+
+    def path_for(self, path: str | os.PathLike) -> str:
+        return os.path.join(self.folder, self.key(path) + ".mtc")
+
+    def load(self, path: str | os.PathLike):
+        """The cached Snapshot of ``path``, or None (absent, stale, corrupt or unreadable)."""
+        if self.disabled:
+            return None
+        try:
+            entry = self.path_for(path)
+        except OSError:
+            return None  # the snapshot itself is unreadable: the loader says why
+        if not os.path.exists(entry):
+            return None
+        try:
+            arrays, meta = read_cache_file(entry)
+            if meta.get("key") != os.path.basename(entry)[:-4]:
+                raise CorruptCache("written for another snapshot")
+            snapshot = put_together(arrays, meta, os.fspath(path))
+        except (CorruptCache, KeyError, TypeError, ValueError, IndexError) as exc:
+            log.info("cache file %s rejected (%s); rebuilding", entry, exc)
+            _remove(entry)
+            return None
+        except OSError as exc:
+            log.info("cache file %s unreadable (%s)", entry, exc)
+            return None
+        _touch(entry)
+        return snapshot
+
+    def check_writable(self) -> bool:
+        """Make the folder if needed; turn the cache off (one warning) if it cannot be written."""
+        try:
+            os.makedirs(self.folder, exist_ok=True)
+            if not os.access(self.folder, os.W_OK):
+                raise PermissionError(13, "not writable")
+        except OSError as exc:
+            self._disable(exc)
+            return False
+        return True
+
+    def store(self, path: str | os.PathLike, snapshot, background: bool = False) -> None:
+        """Write ``snapshot`` for ``path``; in a thread when ``background`` (see :meth:`wait`)."""
+        if self.disabled:
+            return
+        if not self.check_writable():
+            return
+        try:
+            entry = self.path_for(path)
+        except OSError:
+            return
+        if background:
+            writer = threading.Thread(target=self._write, args=(entry, snapshot), name="memtui-cache-writer")
+            writer.start()
+            self._writers.append(writer)
+        else:
+            self._write(entry, snapshot)
+
+    def wait(self) -> None:
+        """Wait for background writes to finish."""
+        for writer in self._writers:
+            writer.join()
+        self._writers.clear()
+
+    def _write(self, entry: str, snapshot) -> None:
+        arrays, meta = take_apart(snapshot)
+        meta["key"] = os.path.basename(entry)[:-4]
+        try:
+            write_cache_file(entry, arrays, meta)
+        except OSError as exc:
+            self._disable(exc)
+            return
+        self._prune(keep=entry)
+
+    def _disable(self, exc: OSError) -> None:
+        if not self.disabled:
+            self.disabled = True
+            reason = exc.strerror or str(exc)
+            self._warn(f"model cache off: cannot write to {self.folder} ({reason})")
+
+    def _prune(self, keep: str) -> None:
+        try:
+            names = os.listdir(self.folder)
+        except OSError:
+            return
+        now = time.time()
+        entries = []
+        for name in names:
+            full = os.path.join(self.folder, name)
+            try:
+                st = os.stat(full)
+            except OSError:
+                continue
+            if name.startswith(".tmp-"):
+                if now - st.st_mtime > _STALE_TEMP_S:  # left by a process that was killed
+                    _remove(full)
+            elif name.endswith(".mtc") and full != keep:
+                entries.append((st.st_mtime, full))
+        for _, full in sorted(entries, reverse=True)[KEEP_FILES - 1:]:
+            _remove(full)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _touch(path: str) -> None:
+    try:
+        os.utime(path)
+    except OSError:
+        pass

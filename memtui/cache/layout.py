@@ -1,0 +1,134 @@
+"""A Snapshot as named numpy arrays plus plain metadata, and back.
+
+Every dataclass of the model is taken apart field by field: numpy fields become arrays
+named ``device.0.trace.addr``, everything else goes to the metadata. The field names
+of all these classes are part of the cache's schema signature, so a model that gains or
+loses a field never reads a cache written by an older one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+import numpy as np
+
+from memtui.model.actions import ActionTable
+from memtui.model.frames import FrameTable, StackTable
+from memtui.model.lifetimes import Lifetimes
+from memtui.model.segments import BlockTable, SegmentTable
+from memtui.model.snapshot import Annotation, DeviceModel, Snapshot
+from memtui.model.strings import StringTable
+from memtui.model.trace import TraceColumns
+
+_DEVICE_PARTS = {
+    "trace": TraceColumns,
+    "lives": Lifetimes,
+    "segment_lives": Lifetimes,
+    "segments": SegmentTable,
+    "blocks": BlockTable,
+}
+_FRAME_ARRAYS = ("filename", "line", "name", "native", "user")
+_STACK_ARRAYS = ("flat", "offsets", "top_user")
+
+
+def schema_signature() -> str:
+    """Changes whenever a model class gains, loses or renames a field."""
+    classes = [Snapshot, DeviceModel, Annotation, *_DEVICE_PARTS.values()]
+    text = ";".join(f"{c.__name__}:{','.join(f.name for f in dataclasses.fields(c))}" for c in classes)
+    text += ";frames:" + ",".join(_FRAME_ARRAYS) + ";stacks:" + ",".join(_STACK_ARRAYS)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def take_apart(snapshot: Snapshot) -> tuple[dict[str, np.ndarray], dict]:
+    """(arrays, metadata) that :func:`put_together` turns back into an equal Snapshot."""
+    arrays: dict[str, np.ndarray] = {}
+    object_arrays: dict[str, list] = {}
+
+    def add(name: str, value: np.ndarray) -> None:
+        if value.dtype == object:  # integers past 64 bits: kept exact, in the metadata
+            object_arrays[name] = [int(v) for v in value]
+        else:
+            arrays[name] = value
+
+    for name in _FRAME_ARRAYS:
+        add(f"frames.{name}", getattr(snapshot.frames, name))
+    for name in _STACK_ARRAYS:
+        add(f"stacks.{name}", getattr(snapshot.stacks, name))
+    devices = []
+    for dev in snapshot.devices:
+        parts = {}
+        for part in _DEVICE_PARTS:
+            parts[part] = _split(getattr(dev, part), f"device.{dev.device}.{part}", add)
+        add(f"device.{dev.device}.block_version", dev.block_version)
+        add(f"device.{dev.device}.block_life", dev.block_life)
+        devices.append({"device": dev.device, "parts": parts})
+    strings = snapshot.strings
+    meta = {
+        "strings": list(strings.values),
+        "string_keys": [key for key, _ in sorted(strings._ids.items(), key=lambda kv: kv[1])],
+        "escaped": strings.escaped,
+        "actions": list(snapshot.actions.names),
+        "devices": devices,
+        "allocator_settings": snapshot.allocator_settings,
+        "annotations": [dataclasses.astuple(a) for a in snapshot.annotations],
+        "header": snapshot.header,
+        "warnings": list(snapshot.warnings),
+        "source_size": snapshot.source_size,
+        "object_arrays": object_arrays,
+    }
+    return arrays, meta
+
+
+def _split(obj: object, prefix: str, add) -> dict:
+    plain = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, np.ndarray):
+            add(f"{prefix}.{f.name}", value)
+        else:
+            plain[f.name] = value
+    return plain
+
+
+def put_together(arrays: dict[str, np.ndarray], meta: dict, source_path: str) -> Snapshot:
+    """The Snapshot that :func:`take_apart` described."""
+    for name, values in meta["object_arrays"].items():
+        arrays[name] = np.array(values, dtype=object)
+    strings = StringTable()
+    strings.values = list(meta["strings"])
+    strings._ids = {key: i for i, key in enumerate(meta["string_keys"])}
+    strings.escaped = meta["escaped"]
+    frames = FrameTable(strings)
+    for name in _FRAME_ARRAYS:
+        setattr(frames, name, arrays[f"frames.{name}"])
+    stacks = StackTable(frames)
+    for name in _STACK_ARRAYS:
+        setattr(stacks, name, arrays[f"stacks.{name}"])
+    devices = []
+    for entry in meta["devices"]:
+        d = entry["device"]
+        parts = {}
+        for part, cls in _DEVICE_PARTS.items():
+            prefix = f"device.{d}.{part}"
+            fields = dict(entry["parts"][part])
+            for f in dataclasses.fields(cls):
+                if f.name not in fields:
+                    fields[f.name] = arrays[f"{prefix}.{f.name}"]
+            parts[part] = cls(**fields)
+        devices.append(DeviceModel(d, parts["trace"], parts["lives"], parts["segment_lives"], parts["segments"],
+                                   parts["blocks"], arrays[f"device.{d}.block_version"],
+                                   arrays[f"device.{d}.block_life"]))
+    return Snapshot(
+        source_path=source_path,
+        source_size=meta["source_size"],
+        strings=strings,
+        frames=frames,
+        stacks=stacks,
+        actions=ActionTable(meta["actions"]),
+        devices=devices,
+        allocator_settings=meta["allocator_settings"],
+        annotations=[Annotation(*a) for a in meta["annotations"]],
+        header=meta["header"],
+        warnings=list(meta["warnings"]),
+    )
