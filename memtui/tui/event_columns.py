@@ -67,7 +67,8 @@ class EventColumns:
 
     def layout(self, width: int) -> ColumnLayout:
         fixed = self.index_width + ACTION_WIDTH + self.address_width + SIZE_WIDTH + 4
-        time, stream = self.time_width, self.stream_width
+        # One stream everywhere says nothing per row; the inspector still shows it.
+        time, stream = self.time_width, 0 if self.single_stream else self.stream_width
         if width - fixed - time - stream - 2 < FRAME_MIN:
             stream = 0
         if width - fixed - time - (stream + 1 if stream else 0) - 1 < FRAME_MIN:

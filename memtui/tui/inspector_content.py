@@ -7,6 +7,7 @@ component classes. Keeping the wording here lets the detail screen and tests reu
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 from memtui.model import actions as act
@@ -205,8 +206,7 @@ def stack_section(view: DeviceView, sid: int, title: str, opts: InspectOptions,
     for group in collapse_repeats(visible):
         for fid in group.frames:
             style = "native" if frames.native[fid] else "user" if frames.user[fid] else "frame"
-            lines.append([(f"  {frames.name_of(fid)}", style),
-                          (f"  {frames.filename_of(fid)}:{int(frames.line[fid])}", "muted")])
+            lines.append(_frame_line(frames.name_of(fid), frames.filename_of(fid), int(frames.line[fid]), style))
             if not source_done and fid == top_user:
                 lines += _source_lines(frames.filename_of(fid), int(frames.line[fid]))
                 source_done = True
@@ -218,6 +218,13 @@ def stack_section(view: DeviceView, sid: int, title: str, opts: InspectOptions,
     elif opts.show_native and len(visible) and frames.native[all_ids].any() and not frames.native[all_ids].all():
         lines.append([(f"  ({int(frames.native[all_ids].sum())} C++ frames shown: c hides them)", "muted")])
     return lines
+
+
+def _frame_line(name: str, filename: str, line: int, style: str) -> Line:
+    """``function  file.py:12  /the/directory``: what identifies the frame comes first."""
+    folder, base = os.path.split(filename)
+    where = f"{base}:{line}" if line else base
+    return [(f"  {name}", style), (f"  {where}", "location")] + ([(f"  {folder}", "muted")] if folder else [])
 
 
 def _source_lines(filename: str, line: int) -> list[Line]:

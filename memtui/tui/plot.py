@@ -15,13 +15,15 @@ import numpy as np
 _DOT_BITS = np.array([[0x01, 0x08], [0x02, 0x10], [0x04, 0x20], [0x40, 0x80]], np.int64)
 BRAILLE_BASE = 0x2800
 
-EMPTY, FILL, LINE = 0, 1, 2  # what a cell shows: nothing, the filled curve, only the line curve
+# What a cell shows, strongest first wins: the band between a column's min and max of the
+# filled curve, the area under its min, the line curve, nothing.
+EMPTY, LINE, FILL, BAND = 0, 1, 2, 3
 
 
 @dataclass
 class Raster:
     chars: list[str]  # one string per row, top row first
-    kind: np.ndarray  # (rows, cols) of EMPTY / FILL / LINE
+    kind: np.ndarray  # (rows, cols) of EMPTY / LINE / FILL / BAND
 
 
 def bucket_starts(n: int, buckets: int) -> np.ndarray:
@@ -38,7 +40,7 @@ def event_of_column(c: int, n: int, cols: int) -> int:
 
 
 def raster(fill: np.ndarray, line: np.ndarray, cols: int, rows: int, top: int) -> Raster:
-    """``fill`` drawn as an area up to its per-column max; ``line`` as its min..max band."""
+    """``fill`` as an area (solid to each column's min, a band up to its max); ``line`` as a line."""
     if cols <= 0 or rows <= 0:
         return Raster([""] * max(rows, 0), np.zeros((max(rows, 0), max(cols, 0)), np.int8))
     n = len(fill)
@@ -48,17 +50,22 @@ def raster(fill: np.ndarray, line: np.ndarray, cols: int, rows: int, top: int) -
         return Raster([chr(BRAILLE_BASE) * cols] * rows, np.zeros((rows, cols), np.int8))
     starts = bucket_starts(n, sub)
     top = max(int(top), 1)
+    fill_lo = _level(np.minimum.reduceat(fill, starts), top, dots)
     fill_hi = _level(np.maximum.reduceat(fill, starts), top, dots)
     line_lo = _level(np.minimum.reduceat(line, starts), top, dots)
     line_hi = _level(np.maximum.reduceat(line, starts), top, dots)
     # Height of each dot row above the bottom, from the top row down: dots .. 1.
     height = dots - np.arange(dots)[:, None]
-    fill_on = (height <= fill_hi[None, :])
+    fill_on = height <= fill_lo[None, :]
+    # The band is stippled (every other dot row) so it reads apart from the solid area
+    # even without colour.
+    band_on = (height > fill_lo[None, :]) & (height <= fill_hi[None, :]) & (height % 2 == 0)
     line_on = (height >= np.maximum(line_lo, 1)[None, :]) & (height <= line_hi[None, :])
     bits_fill = _cell_bits(fill_on, rows, cols)
+    bits_band = _cell_bits(band_on, rows, cols)
     bits_line = _cell_bits(line_on, rows, cols)
-    bits = bits_fill | bits_line
-    kind = np.where(bits_fill > 0, FILL, np.where(bits_line > 0, LINE, EMPTY)).astype(np.int8)
+    bits = bits_fill | bits_band | bits_line
+    kind = np.select([bits_band > 0, bits_fill > 0, bits_line > 0], [BAND, FILL, LINE], EMPTY).astype(np.int8)
     chars = ["".join(chr(BRAILLE_BASE + int(b)) for b in row) for row in bits]
     return Raster(chars, kind)
 

@@ -113,6 +113,10 @@ class MainScreen(AnalysisActions, Screen):
         self.event_log.focus()
         self.status.say("? help · / search · o next OOM · Tab next pane")
 
+    def on_resize(self) -> None:
+        # On a short terminal the plot gives rows to the event log.
+        self.query_one(Timeline).set_class(self.size.height < 34, "-short")
+
     def _apply_view(self, view: DeviceView, event: int | None = None) -> None:
         self.current_view = view
         self.query_one(SummaryBar).show_view(view, len(self.snapshot.devices))

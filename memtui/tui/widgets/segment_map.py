@@ -35,6 +35,7 @@ from memtui.units import format_bytes
 
 HEADER_LINES = 2
 LABEL_WIDTH = 27  # marker, address, size, tags
+MIN_BAR = 6  # small segments still show their blocks; the size column has the exact figure
 _CELL_CLASS = {FREE_CELL: "segment-map--free", PENDING_CELL: "segment-map--pending",
                ALLOCATED_CELL: "segment-map--allocated", SELECTED_CELL: "segment-map--selected"}
 
@@ -255,8 +256,9 @@ class SegmentMap(ScrollView, can_focus=True):
 
     def _header_line(self, width: int) -> Strip:
         st = self.state
-        text = (f" reserved {format_bytes(st.reserved)} · allocated {format_bytes(st.allocated)}"
-                f" · active {format_bytes(st.active)}")
+        labels = ("reserved", "allocated", "active") if width >= 64 else ("res", "alloc", "active")
+        text = (f" {labels[0]} {format_bytes(st.reserved)} · {labels[1]} {format_bytes(st.allocated)}"
+                f" · {labels[2]} {format_bytes(st.active)}")
         return Strip([Segment(text, self._style("segment-map--header"))]).crop_extend(0, width, self.rich_style)
 
     def _detail_line(self, width: int) -> Strip:
@@ -291,7 +293,8 @@ class SegmentMap(ScrollView, can_focus=True):
 
     def _bar_cells(self, s: int, width: int) -> int:
         avail = max(1, width - LABEL_WIDTH)
-        return max(1, avail * int(self.state.seg_size[s]) // max(self._layout.max_segment, 1))
+        scaled = avail * int(self.state.seg_size[s]) // max(self._layout.max_segment, 1)
+        return max(min(MIN_BAR, avail), scaled)
 
     def _map_line(self, s: int, width: int) -> Strip:
         segments = [Segment(self._label(s, s == self._segment), self._style("segment-map--muted"))]

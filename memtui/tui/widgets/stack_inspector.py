@@ -19,7 +19,8 @@ from memtui.tui.inspector_content import InspectOptions, Line
 
 _STYLE_CLASS = {
     "title": "stack-inspector--title", "section": "stack-inspector--section", "label": "stack-inspector--label",
-    "value": "stack-inspector--value", "muted": "stack-inspector--muted", "user": "stack-inspector--user",
+    "value": "stack-inspector--value", "location": "stack-inspector--location",
+    "muted": "stack-inspector--muted", "user": "stack-inspector--user",
     "frame": "stack-inspector--frame", "native": "stack-inspector--native", "source": "stack-inspector--source",
     "source-mark": "stack-inspector--source-mark", "warn": "stack-inspector--warn", "error": "stack-inspector--error",
 }
@@ -37,6 +38,7 @@ class StackInspector(ScrollView, can_focus=True):
         & > .stack-inspector--label { color: $text-muted; }
         & > .stack-inspector--value { }
         & > .stack-inspector--muted { color: $text-muted; }
+        & > .stack-inspector--location { color: $accent; }
         & > .stack-inspector--user { text-style: bold; }
         & > .stack-inspector--frame { }
         & > .stack-inspector--native { color: $text-muted; text-style: italic; }

@@ -15,7 +15,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from memtui.tui.device_view import DeviceView
-from memtui.tui.plot import FILL, LINE, column_of_event, event_of_column, raster
+from memtui.tui.plot import BAND, FILL, LINE, column_of_event, event_of_column, raster
 from memtui.units import format_bytes
 
 LABEL_WIDTH = 11
@@ -30,14 +30,15 @@ class Timeline(Widget):
     Timeline {
         height: 8;
         & > .timeline--allocated { color: $success; }
+        & > .timeline--band { color: $success 60%; }
         & > .timeline--reserved { color: $primary; }
         & > .timeline--muted { color: $text-muted; }
         & > .timeline--cursor { color: $warning; text-style: bold; }
         & > .timeline--annotation { color: $secondary; }
     }
     """
-    COMPONENT_CLASSES = {"timeline--allocated", "timeline--reserved", "timeline--muted", "timeline--cursor",
-                         "timeline--annotation"}
+    COMPONENT_CLASSES = {"timeline--allocated", "timeline--band", "timeline--reserved", "timeline--muted",
+                         "timeline--cursor", "timeline--annotation"}
 
     class Seek(Message):
         """A click on the plot: go to this event."""
@@ -89,8 +90,9 @@ class Timeline(Widget):
         rows, cols = max(0, height - 2), self._plot_width(width)
         top = max(view.peak_reserved, view.peak_allocated, 1)
         picture = raster(view.allocated, view.reserved, cols, rows, top)
-        fill = self.get_component_rich_style("timeline--allocated")
-        line = self.get_component_rich_style("timeline--reserved")
+        styles = {FILL: self.get_component_rich_style("timeline--allocated"),
+                  BAND: self.get_component_rich_style("timeline--band"),
+                  LINE: self.get_component_rich_style("timeline--reserved")}
         muted = self.get_component_rich_style("timeline--muted")
         plain = self.rich_style
         strips = []
@@ -102,7 +104,7 @@ class Timeline(Widget):
             start = 0
             for c in range(1, len(chars) + 1):
                 if c == len(chars) or kinds[c] != kinds[start]:
-                    style = fill if kinds[start] == FILL else line if kinds[start] == LINE else plain
+                    style = styles.get(int(kinds[start]), plain)
                     segments.append(Segment(chars[start:c], style))
                     start = c
             strips.append(Strip(segments).crop_extend(0, width, plain))
@@ -143,13 +145,17 @@ class Timeline(Widget):
         cursor_col = column_of_event(self._cursor, n, cols) if n and cols else -1
         muted = self.get_component_rich_style("timeline--muted")
         note = self.get_component_rich_style("timeline--annotation")
-        segments = [Segment(" " * (LABEL_WIDTH - 1) + "└", muted)]
-        text = "".join(axis)
         if cursor_col >= 0:
-            segments += [Segment(text[:cursor_col], note), Segment(CURSOR_MARK, self.get_component_rich_style(
-                "timeline--cursor")), Segment(text[cursor_col + 1:], note)]
-        else:
-            segments.append(Segment(text, note))
+            axis[cursor_col] = CURSOR_MARK
+        cursor = self.get_component_rich_style("timeline--cursor")
+        segments = [Segment(" " * (LABEL_WIDTH - 1) + "└", muted)]
+        start = 0
+        for c in range(1, cols + 1):
+            if c == cols or axis[c] != axis[start]:
+                char = str(axis[start])
+                style = cursor if char == CURSOR_MARK else note if char == ANNOTATION_MARK else muted
+                segments.append(Segment(char * (c - start), style))
+                start = c
         return Strip(segments).crop_extend(0, width, self.rich_style)
 
     def on_click(self, event: events.Click) -> None:
