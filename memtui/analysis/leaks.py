@@ -38,6 +38,11 @@ class SiteGrowth:
     series_bytes: list[int]  # live at each step point
     series_count: list[int]
     growing: bool
+    units: int = 0  # steps (or windows) between the first and the last sample
+
+    @property
+    def growth_per_unit(self) -> int:
+        return self.growth_bytes // self.units if self.units else 0
 
     @property
     def growth_bytes(self) -> int:
@@ -48,10 +53,9 @@ class SiteGrowth:
         return self.series_count[-1] - self.series_count[0] if self.series_count else 0
 
     def to_json(self) -> dict:
-        intervals = max(len(self.series_bytes) - 1, 1)
         return {"site": self.label, "frames": self.frames, "bytes": self.bytes, "count": self.count,
                 "growing": self.growing, "growth_bytes": self.growth_bytes, "growth_count": self.growth_count,
-                "growth_per_step": self.growth_bytes // intervals,
+                "growth_per_step": self.growth_per_unit,
                 "series_bytes": self.series_bytes, "series_count": self.series_count}
 
 
@@ -98,7 +102,7 @@ def find_leaks(snapshot: Snapshot, dev: DeviceModel, depth: int = 1, max_points:
             site=int(site), label=sites.label(int(site)), frames=sites.frame_dicts(int(site)),
             bytes=int(end_bytes[site]), count=int(end_count[site]),
             series_bytes=[int(v) for v in series_bytes[site]], series_count=[int(v) for v in series_count[site]],
-            growing=bool(growing[site])))
+            growing=bool(growing[site]), units=points.units_between_ends()))
     return report
 
 

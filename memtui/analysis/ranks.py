@@ -55,14 +55,13 @@ def summarize_snapshot(snapshot: Snapshot, depth: int = 1) -> dict:
     spans = life_spans(dev)
     curve = allocated_curve(dev, spans)
     reserved = reserved_curve(dev)
+    at_end = spans.stop >= spans.n_events
     if len(curve):
         peak_index = int(np.argmax(curve))
         peak_allocated = int(curve[peak_index])
         at_peak = (spans.start <= peak_index) & (spans.stop > peak_index)
-    else:
-        peak_index, peak_allocated = -1, dev.allocated
-        at_peak = spans.stop > 0
-    at_end = spans.stop >= spans.n_events
+    else:  # no trace: the snapshot's own state is all there is
+        peak_index, peak_allocated, at_peak = -1, dev.allocated, at_end
     site_of_life = sites.of_stacks(spans.stack)
     trace = dev.trace
     return {

@@ -27,9 +27,22 @@ class StepPoints:
     name: str | None  # the annotation that marks steps
     indices: np.ndarray  # event index of each point, ascending
     steps: int  # how many iterations the points stand for (annotation count, or windows)
+    positions: np.ndarray | None = None  # step number of each point (points may skip steps)
 
     def __len__(self) -> int:
         return len(self.indices)
+
+    @property
+    def unit(self) -> str:
+        return "step" if self.kind == "annotation" else "window"
+
+    def units_between_ends(self) -> int:
+        """Steps (or windows) from the first point to the last."""
+        if len(self.indices) < 2:
+            return 0
+        if self.positions is not None:
+            return int(self.positions[-1] - self.positions[0])
+        return len(self.indices) - 1
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "name": self.name, "steps": self.steps,
@@ -43,7 +56,8 @@ def step_points(snapshot: Snapshot, dev: DeviceModel, max_points: int = 24,
     annotated = _annotated_points(snapshot, dev)
     if annotated is not None:
         name, indices = annotated
-        return StepPoints("annotation", name, _thin(indices, max_points), len(indices))
+        picked = _thin(len(indices), max_points)
+        return StepPoints("annotation", name, indices[picked], len(indices), picked)
     times = dev.trace.time_us
     windows = max(2, min(windows, max_points))
     if n and np.isfinite(times).all() and times[-1] > times[0]:
@@ -86,8 +100,8 @@ def _annotated_points(snapshot: Snapshot, dev: DeviceModel) -> tuple[str, np.nda
     return name, indices.astype(np.int64)
 
 
-def _thin(indices: np.ndarray, limit: int) -> np.ndarray:
-    if len(indices) <= limit:
-        return indices
-    pick = np.unique(np.rint(np.linspace(0, len(indices) - 1, limit)).astype(np.int64))
-    return indices[pick]
+def _thin(count: int, limit: int) -> np.ndarray:
+    """Positions of at most ``limit`` of ``count`` points, evenly spread, first and last kept."""
+    if count <= limit:
+        return np.arange(count, dtype=np.int64)
+    return np.unique(np.rint(np.linspace(0, count - 1, limit)).astype(np.int64))

@@ -51,10 +51,9 @@ def render(report: LeakReport) -> list[str]:
     if growing:
         lines.append("")
         lines.append("growing call sites (live memory never fell and rose in most steps):")
-        unit = "step" if report.points.kind == "annotation" and len(report.points) == report.points.steps else "sample"
+        unit = report.points.unit
         for s in growing:
-            per_step = s.growth_bytes // max(len(s.series_bytes) - 1, 1)
-            lines.append(f"  {signed_bytes(s.growth_bytes):>12} ({signed_bytes(per_step)}/{unit}, "
+            lines.append(f"  {signed_bytes(s.growth_bytes):>12} ({signed_bytes(s.growth_per_unit)}/{unit}, "
                          f"{s.growth_count:+,} allocations)  {sparkline(s.series_bytes)}  {s.label}")
     else:
         lines.append("no call site grew steadily over the run")

@@ -27,7 +27,7 @@ def test_leak_points_at_the_forward_line():
     inner = {snap.stacks.frames.filename_of(int(f)) for s in on_line for f in snap.stacks.frame_ids(int(s))}
     assert any(name.endswith("torch/nn/modules/transformer.py") for name in inner)
     # One 512-byte loss tensor kept per step, as the recorded allocated_per_step shows.
-    assert site.growth_bytes // (len(site.series_bytes) - 1) == 512
+    assert site.growth_per_unit == 512 and site.to_json()["growth_per_step"] == 512
     truth = truth_for(SHARED / "leak_loss_history.pickle")["allocated_per_step"]
     assert (truth[-1] - truth[1]) // (len(truth) - 2) == 512
 
