@@ -8,6 +8,7 @@ import os
 import pickle
 import subprocess
 import sys
+from pathlib import Path
 
 import msgpack
 import numpy as np
@@ -206,3 +207,21 @@ def test_memory_viz_stats_reads_converted_pickle(synthetic_path, tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "segments" in done.stdout.lower() or "total" in done.stdout.lower()
+
+
+def test_the_documented_python_example_runs(synthetic_path, tmp_path, monkeypatch, capsys):
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "export-format.md").read_text()
+    section = doc.split("## Reading it in Python with only msgpack", 1)[1].split("\n\n", 1)[1]
+    lines = []
+    for line in section.splitlines():
+        if line and not line.startswith("    "):
+            break
+        lines.append(line[4:])
+    code = "\n".join(lines).strip()
+    assert len(code.splitlines()) <= 10 and "import msgpack" in code and "memtui" not in code.replace('"memtui"', "")
+    monkeypatch.chdir(tmp_path)
+    export_snapshot(open_snapshot(synthetic_path), tmp_path / "out.msgpack", "action:oom")
+    exec(compile(code, "export-format.md", "exec"), {})
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "synthetic.pickle filtered by 'action:oom'"
+    assert len(out) > 1 and all(" oom " in line for line in out[1:])
