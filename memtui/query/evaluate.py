@@ -118,7 +118,9 @@ def term_action(ctx: EvalContext, term: Term) -> np.ndarray:
             raise FilterError(f"unknown action {wanted!r}; actions are {', '.join(names)}", term.position,
                               expected="an action name")
         codes.extend(found)
-    return np.isin(ctx.trace.action, np.array(codes, dtype=ctx.trace.action.dtype))
+    wanted = np.zeros(len(names), bool)
+    wanted[codes] = True
+    return wanted[ctx.trace.action]
 
 
 def term_size(ctx: EvalContext, term: Term) -> np.ndarray:
