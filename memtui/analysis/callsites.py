@@ -101,7 +101,8 @@ class CallSites:
                 if pattern.search(name):
                     return int(fid)
         for fid, name in zip(ids, names):
-            if not any(marker in name for marker in _ALLOCATOR_INTERNALS):
+            where = name + " " + self.frames.filename_of(int(fid))
+            if not any(marker in where for marker in _ALLOCATOR_INTERNALS):
                 return int(fid)
         return int(ids[0])
 
@@ -123,7 +124,7 @@ def short_native_name(name: str) -> str:
             depth += 1
         elif ch in ")>":
             depth = max(0, depth - 1)
-    return "::".join(name.split("::")[-2:])
+    return "::".join(name.strip().split("::")[-2:])
 
 
 def group_by_site(sites: np.ndarray, sizes: np.ndarray, n_sites: int) -> tuple[np.ndarray, np.ndarray]:

@@ -125,3 +125,15 @@ def test_analyses_are_fast_on_a_million_events(big_trace):
         if name == "leaks":
             assert result.growing == []
     assert max(timings.values()) < 3.0, timings
+
+
+@pytest.mark.shared
+def test_diff_tui_flag_opens_the_diff_screen(monkeypatch, capsys):
+    import memtui.tui.diff_app as diff_app
+
+    shown = []
+    monkeypatch.setattr(diff_app, "run_diff_app", lambda result: shown.append(result) or 0)
+    path = str(SHARED / "train_linear_adam.pickle")
+    assert main(["diff", path, path, "--tui"]) == 0
+    assert len(shown) == 1 and capsys.readouterr().out == ""
+    assert main(["diff", path, path, "--tui", "--json"]) == 2
