@@ -81,13 +81,6 @@ def oom_lines(view: DeviceView, i: int, state: AllocatorState) -> list[Line]:
         _kv("free in cache", format_bytes(cached_free)),
         _kv("largest free", format_bytes(largest) + " (one block, in any reserved segment)"),
     ]
-    if largest >= requested:
-        why = "a cached free block was large enough: it may belong to another stream or pool"
-    elif cached_free >= requested:
-        why = "enough is cached but fragmented: no single free block fits"
-    else:
-        why = "nothing cached fits and the device has too little free for a new segment"
-    lines.append(_kv("why", why, "warn"))
     return lines
 
 
@@ -211,8 +204,8 @@ def stack_section(view: DeviceView, sid: int, title: str, opts: InspectOptions,
                 lines += _source_lines(frames.filename_of(fid), int(frames.line[fid]))
                 source_done = True
         if group.repeat > 1:
-            what = "frame above" if len(group.frames) == 1 else f"{len(group.frames)} frames above"
-            lines.append([(f"    ↻ the {what} repeat ×{group.repeat}", "muted")])
+            what = "frame above repeats" if len(group.frames) == 1 else f"{len(group.frames)} frames above repeat"
+            lines.append([(f"    ↻ the {what} ×{group.repeat}", "muted")])
     if hidden:
         lines.append([(f"  ({hidden} C++ frames hidden: c shows them)", "muted")])
     elif opts.show_native and len(visible) and frames.native[all_ids].any() and not frames.native[all_ids].all():

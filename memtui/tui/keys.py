@@ -57,3 +57,7 @@ def key_reference_markdown() -> str:
         lines += [f"| `{keys}` | {what} |".replace("`|`", "`\\|`") for keys, what in rows]
         lines.append("")
     return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(key_reference_markdown(), end="")

@@ -182,7 +182,7 @@ async def test_device_timeline_and_native_toggles():
         assert "torch::unwind::unwind()" not in screen.inspector.text
         await pilot.press("c")
         assert "torch::unwind::unwind()" in screen.inspector.text
-        assert "repeat ×3" in screen.inspector.text  # Block.forward recursion collapsed
+        assert "repeats ×3" in screen.inspector.text  # Block.forward recursion collapsed
 
 
 async def test_help_palette_detail_and_tab():

@@ -109,6 +109,7 @@ class EventLog(ScrollView, can_focus=True):
         self._strips.clear()
         self._update_virtual_size()
         self.go_to_event(view.n_events - 1 if event is None else event, notify=True)
+        self.call_after_refresh(self._scroll_to_cursor, True)
 
     def set_rows(self, rows: np.ndarray | None) -> None:
         """Show only these events (sorted indices), or every event for ``None``.
@@ -121,6 +122,7 @@ class EventLog(ScrollView, can_focus=True):
         self._update_virtual_size()
         self._cursor_row = -1
         self._move_to_row(self.nearest_row(current) if current is not None else 0, notify=True)
+        self.call_after_refresh(self._scroll_to_cursor, True)
 
     def visible_rows(self) -> np.ndarray:
         """Event indices currently listed (all events when no view is set)."""

@@ -126,6 +126,7 @@ class SegmentMap(ScrollView, can_focus=True):
         self._sync_row_from_selection()
         self._update_virtual_size()
         self._scroll_to_selection()
+        self.call_after_refresh(self._scroll_to_selection)
         self.refresh()
 
     def _rows_count(self) -> int:
@@ -180,7 +181,8 @@ class SegmentMap(ScrollView, can_focus=True):
         self.list_mode = not self.list_mode
         self._sync_row_from_selection()
         self._update_virtual_size()
-        self._scroll_to_selection()
+        # The new virtual size applies on the next refresh; scroll once it has.
+        self.call_after_refresh(self._scroll_to_selection)
         self.refresh()
         self.post_message(self.ModeChanged())
 

@@ -1,0 +1,128 @@
+"""The explorer's pure parts, without a terminal: curves, plot, jumps, search, stacks, columns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memtui.model.lifetimes import NONE
+from memtui.tui import navigation
+from memtui.tui.device_view import build_device_view
+from memtui.tui.event_columns import EventColumns
+from memtui.tui.plot import FILL, column_of_event, event_of_column, raster
+from memtui.tui.search import looks_like_identifier, run_search
+from memtui.tui.segment_rows import GAP_ROW, SEGMENT_ROW, SELECTED_CELL, StateLayout
+from memtui.tui.stack_lines import collapse_repeats, source_context
+from tests.conftest import ROOT, shared_files
+from tests.tui.helpers import loaded, tiny_path
+
+SMALL_SHARED = [p for p in shared_files("*.pickle") if p.stat().st_size < 5_000_000]
+
+
+@pytest.mark.parametrize("path", [None] + SMALL_SHARED, ids=lambda p: p.name if p else "tiny")
+def test_memory_curves_match_the_replay(path):
+    snapshot = loaded(str(path or tiny_path()))
+    for d in range(len(snapshot.devices)):
+        view = build_device_view(snapshot, d)
+        n = view.n_events
+        for i in sorted({0, n // 3, n // 2, n - 1} - {-1}) if n else []:
+            state = view.replayer.state_at(i)
+            assert (view.allocated[i], view.active[i], view.reserved[i]) == (
+                state.allocated, state.active, state.reserved), (d, i)
+
+
+def test_segment_layout_matches_the_replay():
+    view = build_device_view(loaded(str(tiny_path())), 0)
+    state = view.replayer.state_at(19)
+    layout = StateLayout(state)
+    free, largest = state.free_per_segment()
+    for s in range(layout.n_segments):
+        assert layout.free_figures(s) == (free[s], largest[s])
+    rows = layout.list_rows()
+    for s in range(layout.n_segments):
+        parts = [r for r in rows if r.segment == s and r.kind != SEGMENT_ROW]
+        assert sum(r.size for r in parts) == int(state.seg_size[s])  # blocks and gaps tile the segment
+    assert any(r.kind == GAP_ROW for r in rows)
+    bar = layout.bar(0, 20, selected_block=int(layout.blocks_of(0)[0]))
+    assert bar[0] == SELECTED_CELL
+
+
+def test_a_one_event_spike_survives_a_million_events():
+    values = np.zeros(1_000_000, np.int64)
+    values[777_777] = 100
+    picture = raster(values, np.zeros_like(values), cols=50, rows=4, top=100)
+    column = column_of_event(777_777, len(values), 50)
+    assert picture.kind[0, column] != 0  # drawn to the top row
+    assert all(picture.kind[0, c] == 0 for c in range(50) if c != column)
+    assert picture.kind[-1, column] in (FILL, 3)
+    assert column_of_event(event_of_column(column, len(values), 50), len(values), 50) == column
+
+
+def test_jumps_on_the_tiny_snapshot():
+    dev = loaded(str(tiny_path())).devices[0]
+    assert navigation.oom(dev, 0, True).event == 19
+    wrapped = navigation.oom(dev, 20, True)
+    assert wrapped.event == 19 and "wrapped" in wrapped.message
+    assert navigation.along_life(dev, 3, True).event == 14
+    assert navigation.along_life(dev, 15, False).event == 14
+    assert "still live" in navigation.along_life(dev, 17, True).message
+    assert navigation.same_address(dev, 3, True).event == 14
+    assert navigation.same_address(dev, 19, True).event is None  # an OOM has no address
+    assert navigation.along_life(dev, 0, True).event is None  # the segment is never freed
+
+
+def test_search_kinds():
+    snapshot = loaded(str(tiny_path()))
+    hit = run_search(snapshot, 0, "b0x7f3a00400000_1")
+    assert hit.kind == "address_n" and hit.events.tolist() == [10]
+    assert run_search(snapshot, 0, "s7f3a40000000_0").matches[0].kind == "segment"
+    everything = run_search(snapshot, 0, "0x7f3a00400000")
+    assert everything.kind == "address" and everything.events.tolist() == [2, 10]
+    assert run_search(snapshot, 0, "7f3a00400000_5").kind == "none"
+    text = run_search(snapshot, 0, "BLOCK.forward")
+    assert text.kind == "text" and len(text.events) > 5
+    assert run_search(snapshot, 0, "add").kind == "none"  # hex-looking, no such frame or address
+    assert looks_like_identifier("7f06_0") and looks_like_identifier("0x12") and not looks_like_identifier("bad")
+
+
+def test_search_finds_an_allocation_on_another_device():
+    snapshot = loaded(str(tiny_path()))
+    result = run_search(snapshot, 1, "7f3a00000000_0")
+    assert result.found and result.device == 0
+
+
+def test_collapse_and_source(tmp_path: Path):
+    assert [(g.frames, g.repeat) for g in collapse_repeats([1, 2, 2, 2, 3, 4, 3, 4, 5])] == [
+        ([1], 1), ([2], 3), ([3, 4], 2), ([5], 1)]
+    source = tmp_path / "model.py"
+    source.write_text("a = 1\nb = 2\nc = 3\nd = 4\ne = 5\n")
+    assert source_context(str(source), 3) == [(1, "a = 1"), (2, "b = 2"), (3, "c = 3"), (4, "d = 4"), (5, "e = 5")]
+    assert source_context("/no/such/file.py", 3) == []
+
+
+@pytest.mark.parametrize("width", [30, 60, 80, 120, 200])
+def test_event_columns_fit_the_width(width):
+    view = build_device_view(loaded(str(tiny_path())), 0)
+    columns = EventColumns(view)
+    layout = columns.layout(width)
+    cells, _ = columns.cells(19, layout)
+    text = " ".join(cells)
+    assert cells[1 if layout.time else 0]  # never an empty row
+    if width >= 80:
+        assert len(text) <= width and layout.time
+    assert "OOM" in text
+
+
+def test_block_without_life_is_named_from_the_snapshot():
+    snapshot = loaded(str(tiny_path()))
+    dev = snapshot.devices[0]
+    assert all(int(life) != NONE for life in dev.block_life[dev.block_version != NONE])
+
+
+def test_keys_document_is_current():
+    from memtui.tui.keys import key_reference_markdown
+
+    doc = ROOT / "docs" / "keys.md"
+    assert doc.read_text() == key_reference_markdown(), "regenerate: python -m memtui.tui.keys > docs/keys.md"
