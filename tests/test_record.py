@@ -294,6 +294,8 @@ def _snapshot():
     copy = {"segments": [], "device_traces": [list(_state["trace"])], "allocator_settings": {},
             "external_annotations": list(_state["annotations"])}
     _event("snapshot", addr=0, size=0)
+    if os.environ.get("FAKE_TORCH_SAY_SNAPSHOT"):
+        print("snapshot taken", flush=True)
     return copy
 
 
@@ -455,6 +457,27 @@ def test_run_uncaught_oom(fake_torch, scripts, tmp_path):
     assert "memtui: open it with: memtui oom.oom.pickle" in done.stderr
     model = open_snapshot(tmp_path / "oom.oom.pickle")
     assert [int(i) for i in model.devices[0].oom_indices()] == [1]
+
+
+def test_run_keeps_the_scripts_globals_until_the_exit_snapshot(fake_torch, tmp_path):
+    # As with `python script.py` and an exit handler: what the script still holds at its
+    # end is alive in the at-exit snapshot, whichever way the script ends.
+    script = tmp_path / "hold.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        class Held:
+            def __del__(self):
+                print("freed", flush=True)
+        KEEP = Held()
+        if sys.argv[1:] == ["exit"]:
+            sys.exit(0)
+        if sys.argv[1:] == ["raise"]:
+            raise ValueError("boom")
+    """))
+    for how, status in (("end", 0), ("exit", 0), ("raise", 1)):
+        done = memtui_run(fake_torch, str(script), how, cwd=tmp_path, env={"FAKE_TORCH_SAY_SNAPSHOT": "1"})
+        assert done.returncode == status, done.stderr
+        assert done.stdout.split() == ["snapshot", "taken", "freed"], (how, done.stdout)
 
 
 def test_run_on_oom_only(fake_torch, scripts, tmp_path):

@@ -1,7 +1,7 @@
 """``memtui run``: run a Python script as ``python script.py args`` would, recording CUDA memory.
 
-The script runs in this process (``runpy``), so it sees the same ``sys.argv``, runs as
-``__main__``, and its OOMs reach the observer that writes the OOM snapshot. Its exit status
+The script runs in this process, as ``__main__``, with the same ``sys.argv``, so its OOMs
+reach the observer that writes the OOM snapshot. Its exit status
 becomes ours. Snapshots go to ``OUT/SCRIPT.pickle`` (at exit), ``OUT/SCRIPT.oom.pickle`` (at
 the first OOM) and ``OUT/SCRIPT.stepsA-B.pickle`` (with a step range), with ``.rankN`` under
 a launcher.
@@ -9,11 +9,14 @@ a launcher.
 
 from __future__ import annotations
 
+import builtins
+import importlib.machinery
+import io
 import os
-import runpy
 import shlex
 import sys
 import traceback
+import types
 from dataclasses import dataclass, field
 
 from memtui.errors import UsageError
@@ -73,7 +76,7 @@ def run_script(opts: RunOptions) -> int:
         session = Session(options)
         session.start()
 
-    code = execute(opts.script, opts.args)
+    code, script_module = execute(opts.script, opts.args)
 
     written: list[Written] = [Written("oom", p) for p in oom_dump.paths]
     oom_dump.remove()
@@ -84,34 +87,50 @@ def run_script(opts: RunOptions) -> int:
         if not opts.on_oom_only:
             written.append(Written("exit", session.dump(rank_path(output_path(opts.out, opts.script)))))
         session.stop()
+    del script_module  # only now may the script's globals go
     report(written, opts, oom_dump.ooms)
     return code
 
 
-def execute(script: str, args: list[str]) -> int:
-    """Run ``script`` as ``__main__`` with ``sys.argv = [script, *args]``; returns its exit status."""
-    saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
+def execute(script: str, args: list[str]) -> tuple[int, types.ModuleType]:
+    """Run ``script`` as ``__main__`` with ``sys.argv = [script, *args]``.
+
+    Returns its exit status and its module. The caller keeps the module until the at-exit
+    snapshot is written: with ``python script.py`` the script's globals are still alive when
+    exit handlers run, and the snapshot should show the memory they hold.
+    """
+    path = os.path.abspath(script)
+    module = types.ModuleType("__main__")
+    module.__file__ = path
+    module.__builtins__ = builtins
+    module.__loader__ = importlib.machinery.SourceFileLoader("__main__", path)
+    saved_argv, saved_main = sys.argv, sys.modules.get("__main__")
+    saved_path0 = sys.path[0] if sys.path else None
     sys.argv = [script, *args]
     # `python script.py` puts the script's directory first on sys.path; scripts rely on it
     # to import their sibling modules.
-    directory = os.path.dirname(os.path.abspath(script))
     if sys.path:
-        sys.path[0] = directory
+        sys.path[0] = os.path.dirname(path)
     else:
-        sys.path.insert(0, directory)
+        sys.path.insert(0, os.path.dirname(path))
+    sys.modules["__main__"] = module  # pickle and multiprocessing look the script up here
     try:
-        runpy.run_path(os.path.abspath(script), run_name="__main__")
-        return 0
+        with io.open_code(path) as fh:
+            code = compile(fh.read(), path, "exec")  # bytes: honours a `# coding:` line
+        exec(code, module.__dict__)
+        return 0, module
     except SystemExit as exc:
-        return exit_status(exc.code)
+        return exit_status(exc.code), module
     except KeyboardInterrupt:
-        print_script_traceback(script)
-        return 130
+        print_script_traceback(path)
+        return 130, module
     except BaseException:
-        print_script_traceback(script)
-        return 1
+        print_script_traceback(path)
+        return 1, module
     finally:
         sys.argv = saved_argv
+        if saved_main is not None:
+            sys.modules["__main__"] = saved_main
         if saved_path0 is not None:
             sys.path[0] = saved_path0
         sys.stdout.flush()
@@ -127,10 +146,10 @@ def exit_status(code: object) -> int:
     return 1
 
 
-def print_script_traceback(script: str) -> None:
+def print_script_traceback(path: str) -> None:
     """Print the exception as ``python script.py`` would: starting at the script's own frame."""
     etype, value, tb = sys.exc_info()
-    target = os.path.abspath(script)
+    target = os.path.abspath(path)
     first = tb
     while first is not None and os.path.abspath(first.tb_frame.f_code.co_filename) != target:
         first = first.tb_next
