@@ -83,6 +83,10 @@ class CycleReport:
     bursts: list[Burst] = field(default_factory=list)
     bounded: bool = False
     ooms_while_accumulating: list[dict] = field(default_factory=list)
+    trace_start_us: float = float("nan")  # time of the first event, for times relative to it
+
+    def seconds_into_trace(self, burst: Burst) -> float:
+        return (burst.time_us - self.trace_start_us) / 1e6
 
     @property
     def suspected(self) -> bool:
@@ -112,6 +116,8 @@ def find_cycles(snapshot: Snapshot, dev: DeviceModel, depth: int = 1) -> CycleRe
     life_site = sites.of_stacks(spans.stack[:n_lives]).astype(np.int64)
     steps = step_boundaries(snapshot, dev)
     report = CycleReport(dev.device, "steps" if steps is not None else "executions")
+    times = trace.time_us[np.isfinite(trace.time_us)]
+    report.trace_start_us = float(times.min()) if len(times) else float("nan")
     if n == 0 or n_lives == 0:
         return report
 

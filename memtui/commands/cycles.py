@@ -5,7 +5,7 @@ from __future__ import annotations
 from memtui.analysis.cycles import CycleReport, find_cycles
 from memtui.commands._common import add_json_flag, add_snapshot_argument, device_or_error, load, print_json
 from memtui.commands._report import add_depth_option, add_device_option, check_depth
-from memtui.units import format_bytes
+from memtui.units import format_bytes, format_seconds
 
 NAME = "cycles"
 HELP = "Detect the reference-cycle sawtooth: allocations piling up over many iterations, freed in gc bursts."
@@ -54,9 +54,11 @@ def render(report: CycleReport) -> list[str]:
         lines.append(f"  {f(s.bytes):>11} in {s.lives:,} allocations over {s.bursts} burst(s), up to {s.rounds}"
                      f" {'steps' if report.rounds_by == 'steps' else 'rounds'} each  {s.site}")
     lines.append("")
-    lines.append(f"{'event':>9} {'freed':>11} {'lives':>6} {'peak before':>12} {'after':>11}  order, collected at")
+    lines.append(f"{'event':>9} {'time':>10} {'freed':>11} {'lives':>6} {'peak before':>12} {'after':>11}"
+                 "  order, collected at")
     for b in bursts[:BURSTS_SHOWN]:
-        lines.append(f"{b.index:>9,} {f(b.bytes):>11} {b.lives:>6,} {f(b.allocated_before):>12}"
+        lines.append(f"{b.index:>9,} {format_seconds(report.seconds_into_trace(b)):>10} {f(b.bytes):>11}"
+                     f" {b.lives:>6,} {f(b.allocated_before):>12}"
                      f" {f(b.allocated_after):>11}  {b.order}, {b.collected_at}")
     if len(bursts) > BURSTS_SHOWN:
         lines.append(f"... and {len(bursts) - BURSTS_SHOWN} more bursts (--json lists all)")

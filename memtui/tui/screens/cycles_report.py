@@ -7,12 +7,12 @@ from memtui.commands.cycles import render
 from memtui.tui.analysis_jumps import event_jump, site_jump
 from memtui.tui.device_view import DeviceView
 from memtui.tui.screens.analysis_base import AnalysisScreen, Row
-from memtui.units import format_bytes
+from memtui.units import format_bytes, format_seconds
 
 
 class CyclesReportScreen(AnalysisScreen):
     TITLE_TEXT = "Reference cycles"
-    COLUMNS = ("event", "freed", "lives", "peak before", "where")
+    COLUMNS = ("event", "time", "freed", "lives", "peak before", "where")
     HINT = "Enter on a burst: go to its first free · on a call site: its allocations, filtered · Esc: close"
 
     def __init__(self, view: DeviceView, depth: int = 1) -> None:
@@ -27,10 +27,11 @@ class CyclesReportScreen(AnalysisScreen):
         report = "\n".join(render(result)[:1] + [line for line in render(result) if line.startswith("  an OOM")])
         rows: list[Row] = []
         for s in result.sites:
-            rows.append((("site", format_bytes(s.bytes), f"{s.lives:,}", "", s.site),
+            rows.append((("site", "", format_bytes(s.bytes), f"{s.lives:,}", "", s.site),
                          site_jump(self.view.snapshot, self.view.device, s.site, self.depth)))
         for b in result.bursts:
-            rows.append(((f"{b.index:,}", format_bytes(b.bytes), f"{b.lives:,}", format_bytes(b.allocated_before),
+            rows.append(((f"{b.index:,}", format_seconds(result.seconds_into_trace(b)), format_bytes(b.bytes),
+                          f"{b.lives:,}", format_bytes(b.allocated_before),
                           f"{b.order}, collected at {b.collected_at}"), event_jump(b.index)))
         if result.suspected:
             report += "\n\nCall torch.utils.viz._cycles.warn_tensor_cycles() early to be told which objects form them."
