@@ -51,13 +51,27 @@ def export_snapshot(
     include_stacks: bool = True,
     force: bool = False,
     progress: ProgressFn | None = None,
+    rows: np.ndarray | None = None,
+    selection: str | None = None,
 ) -> ExportResult:
-    """Write the events of ``snapshot`` that match ``filter_text`` to ``path``, atomically."""
+    """Write the events of ``snapshot`` that match ``filter_text`` to ``path``, atomically.
+
+    ``rows`` (sorted trace indices of ``device``) replaces the filter when the caller
+    already knows which events it wants, e.g. a view the explorer built; ``selection``
+    then says in the header what those rows are.
+    """
     compiled = compile_filter(filter_text)
     devices = exported_devices(snapshot, device)
     path = check_writable_target(path, force)
-    selections = {d: compiled.indices(snapshot, d) for d in devices}
+    if rows is not None:
+        if device is None:
+            raise UsageError("rows can only be given for one device")
+        selections = {device: np.asarray(rows, np.int64)}
+    else:
+        selections = {d: compiled.indices(snapshot, d) for d in devices}
     header = make_header(snapshot, compiled.text, device, devices, include_stacks, selections, progress)
+    if selection:
+        header["selection"] = selection
     with atomic_write(path, force) as fh:
         size = write_export(fh, snapshot, header, selections, include_stacks, progress)
     return ExportResult(path, header["events"], header["source_events"], tuple(devices), size)
