@@ -7,6 +7,7 @@ from textual.binding import Binding
 _KEY_NAMES = {
     "up": "↑", "down": "↓", "left": "←", "right": "→", "pageup": "PgUp", "pagedown": "PgDn",
     "home": "Home", "end": "End", "enter": "Enter", "escape": "Esc", "slash": "/", "question_mark": "?",
+    "backslash": "\\",
     "left_square_bracket": "[", "right_square_bracket": "]", "tab": "Tab", "shift+tab": "Shift+Tab",
     "ctrl+p": "Ctrl+P", "ctrl+c": "Ctrl+C", "ctrl+q": "Ctrl+Q",
 }
@@ -44,6 +45,7 @@ def key_reference() -> list[tuple[str, list[tuple[str, str]]]]:
         ("Segment map", _rows(SegmentMap.BINDINGS)),
         ("Stack inspector", _rows(StackInspector.BINDINGS)),
         ("Search bar", [("Enter", "Search"), ("Esc", "Close search")]),
+        ("Filter bar", [("Enter", "Apply the filter (docs/filter.md)"), ("Esc", "Clear the filter")]),
         ("Event detail", _rows(DetailScreen.BINDINGS)),
     ]
 

@@ -10,6 +10,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from memtui.tui.filter_actions import FILTER_EXAMPLES
 from memtui.tui.keys import key_reference
 
 
@@ -37,4 +38,8 @@ class HelpScreen(ModalScreen):
             table.add_row("", Text(section, style="bold underline"))
             for keys, what in rows:
                 table.add_row(Text(keys, style="bold"), what)
+        table.add_row("", "")
+        table.add_row("", Text("Filter examples (\\ opens the filter bar)", style="bold underline"))
+        for example, what in FILTER_EXAMPLES:
+            table.add_row(Text(example, style="bold"), what)
         return table

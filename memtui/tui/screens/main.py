@@ -4,9 +4,8 @@ The event cursor drives everything: moving it replays the allocator to that even
 (time travel) and shows the event in the inspector. Jumps (OOM, search, same address,
 alloc/free) all end in :meth:`MainScreen.go_to`.
 
-Hooks for later features: ``event_log.set_rows(indices)`` gives the log a filtered view
-(``None`` restores all events); ``event_log.visible_rows()`` is what an export should
-write; ``current_view`` is the device being shown.
+``event_log.set_rows(indices)`` gives the log a filtered view (``None`` restores all
+events); the filter (`\\`) and export (`x`) keys live in :mod:`memtui.tui.filter_actions`.
 """
 
 from __future__ import annotations
@@ -27,10 +26,12 @@ from memtui.model.lifetimes import NONE
 from memtui.tui import navigation
 from memtui.tui.analysis_actions import ANALYSIS_KEYS, ANALYSIS_PALETTE, AnalysisActions
 from memtui.tui.device_view import DeviceView, build_device_view
+from memtui.tui.filter_actions import FILTER_KEYS, FILTER_PALETTE, FilterActions
 from memtui.tui.inspector_content import block_lines, event_lines, segment_lines
 from memtui.tui.messages import DeviceReady, SearchDone
 from memtui.tui.search import SearchResult, run_search
 from memtui.tui.widgets.event_log import EventLog
+from memtui.tui.widgets.filter_bar import FilterBar
 from memtui.tui.widgets.search_bar import SearchBar
 from memtui.tui.widgets.segment_map import SegmentMap
 from memtui.tui.widgets.stack_inspector import StackInspector
@@ -62,11 +63,11 @@ PALETTE_EXTRA = [
     ("toggle_map_mode", "Segment map: map/list", "Switch the segment map between bars and an exact list"),
     ("detail", "Event detail", "Open the full detail of the selected event"),
 ]
-SCREEN_KEYS += ANALYSIS_KEYS
-PALETTE_EXTRA += ANALYSIS_PALETTE
+SCREEN_KEYS += ANALYSIS_KEYS + FILTER_KEYS
+PALETTE_EXTRA += ANALYSIS_PALETTE + FILTER_PALETTE
 
 
-class MainScreen(AnalysisActions, Screen):
+class MainScreen(FilterActions, AnalysisActions, Screen):
     BINDINGS = [Binding(key, action, description, show=show) for key, action, description, show in SCREEN_KEYS]
 
     def __init__(self, snapshot: Snapshot, view: DeviceView, show_source: bool = True) -> None:
@@ -86,6 +87,7 @@ class MainScreen(AnalysisActions, Screen):
             yield SegmentMap(id="map")
             yield StackInspector(id="inspector")
         yield SearchBar(id="search")
+        yield FilterBar(id="filter")
         yield StatusLine(id="status")
         yield Footer()
 
@@ -125,6 +127,7 @@ class MainScreen(AnalysisActions, Screen):
         self._search = None
         cursor = self.event_log.cursor_event
         self.show_event(cursor if cursor is not None else -1)
+        self.reapply_filter()
 
     # -- the cursor ----------------------------------------------------------------
     def go_to(self, event: int) -> bool:
@@ -354,4 +357,5 @@ class MainScreen(AnalysisActions, Screen):
 
 
 def _key_label(key: str) -> str:
-    return {"slash": "/", "left_square_bracket": "[", "right_square_bracket": "]"}.get(key, key)
+    return {"slash": "/", "left_square_bracket": "[", "right_square_bracket": "]", "backslash": "\\",
+            "escape": "Esc"}.get(key, key)

@@ -2,7 +2,7 @@
 
 Each column stands for a slice of events and shows its maximum, so short spikes stay
 visible however long the trace. Annotation starts are marked under the plot and the
-event cursor is marked on the same axis line.
+event cursor is marked on the same axis line, as are the events a filter matches.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from memtui.units import format_bytes
 LABEL_WIDTH = 11
 CURSOR_MARK = "▲"
 ANNOTATION_MARK = "╵"
+MATCH_MARK = "•"
 
 
 class Timeline(Widget):
@@ -35,10 +36,11 @@ class Timeline(Widget):
         & > .timeline--muted { color: $text-muted; }
         & > .timeline--cursor { color: $warning; text-style: bold; }
         & > .timeline--annotation { color: $secondary; }
+        & > .timeline--match { color: $accent; text-style: bold; }
     }
     """
     COMPONENT_CLASSES = {"timeline--allocated", "timeline--band", "timeline--reserved", "timeline--muted",
-                         "timeline--cursor", "timeline--annotation"}
+                         "timeline--cursor", "timeline--annotation", "timeline--match"}
 
     class Seek(Message):
         """A click on the plot: go to this event."""
@@ -52,11 +54,28 @@ class Timeline(Widget):
         self._view: DeviceView | None = None
         self._cursor = 0
         self._cache: dict[tuple, list[Strip]] = {}
+        self._marks: np.ndarray | None = None  # sorted events a filter matched
+        self._mark_columns: tuple[int, np.ndarray] | None = None
 
     def set_view(self, view: DeviceView) -> None:
         self._view = view
         self._cache.clear()
+        self._mark_columns = None
         self.refresh()
+
+    def set_marks(self, events: np.ndarray | None) -> None:
+        """Mark the columns holding these (sorted) events on the axis; None removes the marks."""
+        self._marks = events
+        self._mark_columns = None
+        self.refresh()
+
+    def _columns_with_marks(self, n: int, cols: int) -> np.ndarray:
+        if self._mark_columns is None or self._mark_columns[0] != cols:
+            # Sorted events give non-decreasing columns: one pass finds the distinct ones.
+            c = (self._marks.astype(np.int64) * cols) // max(n, 1)
+            c = c[np.diff(c, prepend=-1) != 0]
+            self._mark_columns = (cols, np.minimum(c, cols - 1))
+        return self._mark_columns[1]
 
     def set_cursor(self, event: int) -> None:
         if event != self._cursor:
@@ -139,6 +158,8 @@ class Timeline(Widget):
         cols = self._plot_width(width)
         n = view.n_events
         axis = np.full(cols, "─", dtype="<U1")
+        if self._marks is not None and len(self._marks) and cols:
+            axis[self._columns_with_marks(n, cols)] = MATCH_MARK
         marks = view.annotations.event
         if len(marks) and cols:
             axis[np.unique(np.minimum(marks * cols // max(n, 1), cols - 1))] = ANNOTATION_MARK
@@ -148,12 +169,13 @@ class Timeline(Widget):
         if cursor_col >= 0:
             axis[cursor_col] = CURSOR_MARK
         cursor = self.get_component_rich_style("timeline--cursor")
+        match = self.get_component_rich_style("timeline--match")
         segments = [Segment(" " * (LABEL_WIDTH - 1) + "└", muted)]
         start = 0
         for c in range(1, cols + 1):
             if c == cols or axis[c] != axis[start]:
                 char = str(axis[start])
-                style = cursor if char == CURSOR_MARK else note if char == ANNOTATION_MARK else muted
+                style = {CURSOR_MARK: cursor, ANNOTATION_MARK: note, MATCH_MARK: match}.get(char, muted)
                 segments.append(Segment(char * (c - start), style))
                 start = c
         return Strip(segments).crop_extend(0, width, self.rich_style)

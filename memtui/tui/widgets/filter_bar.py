@@ -1,0 +1,92 @@
+"""The filter input that `\\` opens at the bottom of the main screen.
+
+It checks the text as it is typed (parsing is microseconds) and reports the first
+error with its column, so a filter is only applied once it reads; Enter applies it,
+Escape clears the filter and closes the bar.
+"""
+
+from __future__ import annotations
+
+from textual import on
+from textual.binding import Binding
+from textual.message import Message
+from textual.widgets import Input
+
+from memtui.query import FilterError, compile_filter
+
+PLACEHOLDER = "filter, e.g. size>1MiB file:train.py leaked · action:oom or -freed · Enter applies, Esc clears"
+
+
+class FilterBar(Input):
+    """One-line filter expression; hidden while not in use."""
+
+    DEFAULT_CSS = """
+    FilterBar {
+        display: none;
+        border: none;
+        height: 1;
+        padding: 0 1;
+        &.-open { display: block; }
+        &.-invalid { color: $warning; }
+    }
+    """
+    BINDINGS = [Binding("escape", "clear", "Clear filter")]
+
+    class Apply(Message):
+        """Enter on a filter that parses."""
+
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+    class Checked(Message):
+        """The text changed: ``error`` is None when it parses."""
+
+        def __init__(self, text: str, error: FilterError | None) -> None:
+            super().__init__()
+            self.text = text
+            self.error = error
+
+    class Cleared(Message):
+        """Escape: drop the filter."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(placeholder=PLACEHOLDER, id=id)
+
+    def open(self, text: str) -> None:
+        self.add_class("-open")
+        self.value = text
+        self.cursor_position = len(text)
+        self.focus()
+
+    def close(self) -> None:
+        self.remove_class("-open")
+
+    @staticmethod
+    def check(text: str) -> FilterError | None:
+        try:
+            compile_filter(text)
+        except FilterError as exc:
+            return exc
+        return None
+
+    @on(Input.Changed)
+    def _changed(self, event: Input.Changed) -> None:
+        event.stop()
+        error = self.check(self.value)
+        self.set_class(error is not None, "-invalid")
+        self.post_message(self.Checked(self.value, error))
+
+    def action_clear(self) -> None:
+        self.close()
+        self.post_message(self.Cleared())
+
+    async def action_submit(self) -> None:
+        text = self.value
+        error = self.check(text)
+        if error is not None:
+            # Stay open on the mistake; the screen shows where it is.
+            self.post_message(self.Checked(text, error))
+            return
+        self.close()
+        self.post_message(self.Apply(text.strip()))

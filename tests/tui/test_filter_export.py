@@ -1,0 +1,142 @@
+"""The explorer's filter bar (`\\`) and export dialog (`x`), driven by keys."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memtui.model import open_snapshot
+from memtui.query import compile_filter
+from memtui.tui.screens.export_dialog import ExportDialog
+from memtui.tui.screens.help import HelpScreen
+from memtui.tui.widgets.filter_bar import FilterBar
+from memtui.tui.widgets.timeline import MATCH_MARK, Timeline
+from tests.tui.helpers import loaded, make_app, ready, settle, tiny_path
+
+
+async def apply_filter(app, pilot, text: str, typed: bool = False) -> None:
+    if typed:
+        await pilot.press("backslash", *text, "enter")
+    else:
+        await pilot.press("backslash")
+        app.screen.query_one(FilterBar).value = text
+        await pilot.press("enter")
+    await settle(app, pilot)
+
+
+async def test_filter_narrows_the_log_and_esc_clears_it():
+    snapshot = loaded(str(tiny_path()))
+    expected = compile_filter("action:alloc size>=2MiB").indices(snapshot, 0)
+    app = make_app(tiny_path())
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await ready(app, pilot)
+        total = screen.current_view.n_events
+        await apply_filter(app, pilot, "action:alloc size>=2MiB", typed=True)
+        log = screen.event_log
+        assert np.array_equal(log.visible_rows(), expected)
+        assert log.border_title == f"Events: {len(expected):,} of {total:,} · action:alloc size>=2MiB"
+        assert log.cursor_event in expected.tolist()
+        # The timeline still spans the whole trace and marks the matches.
+        timeline = screen.query_one(Timeline)
+        assert timeline._view.n_events == total
+        assert MATCH_MARK in timeline._axis(100).text
+        # Esc (outside the bar) clears: every event again, no marks.
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert log.row_count == total and log.border_title == "Events"
+        assert MATCH_MARK not in timeline._axis(100).text
+        # A filter nothing matches leaves an empty log and a usable explorer.
+        await apply_filter(app, pilot, "size>1TiB")
+        assert log.row_count == 0
+        assert "no event matches" in str(screen.status.render())
+        await pilot.press("down", "up", "o", "f")
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert log.row_count == total
+
+
+async def test_bar_reopens_with_the_filter_reports_errors_and_help_has_examples():
+    app = make_app(tiny_path())
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await ready(app, pilot)
+        await apply_filter(app, pilot, "leaked")
+        await pilot.press("backslash")
+        bar = screen.query_one(FilterBar)
+        assert bar.value == "leaked" and bar.has_focus
+        bar.value = "size>"
+        await pilot.pause()
+        assert "column 6" in str(screen.status.render()) and bar.has_class("-invalid")
+        await pilot.press("enter")  # refused: the bar stays open on the mistake
+        await pilot.pause()
+        assert bar.has_class("-open")
+        await pilot.press("escape")  # Esc in the bar clears the filter too
+        await settle(app, pilot)
+        assert not bar.has_class("-open") and screen.event_log.row_count == screen.current_view.n_events
+        # The help screen teaches the language by example.
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        text = "".join(str(cell) for col in app.screen._table().columns for cell in col._cells)
+        assert "size>1MiB file:train.py leaked" in text and "Filter examples" in text
+
+
+async def test_export_dialog_writes_the_filtered_view(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    app = make_app(tiny_path())
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await ready(app, pilot)
+        await apply_filter(app, pilot, "action:alloc")
+        rows = screen.event_log.visible_rows().copy()
+        await pilot.press("x")
+        await pilot.pause()
+        dialog = app.screen
+        assert isinstance(dialog, ExportDialog)
+        assert "matching action:alloc" in str(dialog.query_one("#export-what").render())
+        written = tmp_path / dialog.query_one("#export-path").value
+        assert written.name == "tiny_oom.dev0.filtered.msgpack"
+        await pilot.press("enter")
+        await settle(app, pilot)
+        await pilot.pause()
+        assert not isinstance(app.screen, ExportDialog)
+        assert written.exists() and "wrote" in str(screen.status.render())
+    reopened = open_snapshot(written)
+    assert reopened.header["filter"] == "action:alloc" and reopened.header["device"] == 0
+    assert len(reopened.devices[0].trace) == len(rows)
+
+
+async def test_export_dialog_confirms_overwrite_and_escape_cancels(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    app = make_app(tiny_path())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(app, pilot)
+        await pilot.press("x")
+        await pilot.pause()
+        dialog = app.screen
+        path_input = dialog.query_one("#export-path")
+        target = tmp_path / "taken.msgpack"
+        target.write_bytes(b"keep")
+        path_input.value = str(target)
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert app.screen is dialog and "exists" in str(dialog.query_one("#export-message").render())
+        assert target.read_bytes() == b"keep"
+        await pilot.press("enter")  # the second time is the confirmation
+        await settle(app, pilot)
+        await pilot.pause()
+        assert app.screen is not dialog
+        assert target.read_bytes().startswith(b"\x8d\xa6format\xa6memtui")
+        # Escape cancels without writing anything.
+        await pilot.press("x")
+        await pilot.pause()
+        assert isinstance(app.screen, ExportDialog)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, ExportDialog)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken.msgpack"]
+
+
+@pytest.mark.parametrize("key", ["backslash", "x"])
+def test_keys_are_bound_with_descriptions(key):
+    from memtui.tui.screens.main import MainScreen
+
+    binding = next(b for b in MainScreen.BINDINGS if b.key == key)
+    assert binding.description and binding.show
