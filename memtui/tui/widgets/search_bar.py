@@ -15,7 +15,6 @@ class SearchBar(Input):
     DEFAULT_CSS = """
     SearchBar {
         display: none;
-        border: none;
         height: 1;
         padding: 0 1;
         &.-open { display: block; }
@@ -34,7 +33,8 @@ class SearchBar(Input):
         """The bar closed without a search."""
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(placeholder=PLACEHOLDER, id=id)
+        # Compact: without it the focused Input draws a tall border that a 1-line bar cannot hold.
+        super().__init__(placeholder=PLACEHOLDER, id=id, compact=True)
 
     def open(self) -> None:
         self.add_class("-open")
