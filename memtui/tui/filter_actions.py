@@ -148,9 +148,7 @@ class FilterActions:
         from memtui.tui.widgets.timeline import Timeline
 
         self.query_one(Timeline).set_marks(None if result is None else result.rows)
-        segment_map = self.query_one(SegmentMap)
-        if hasattr(segment_map, "set_highlight"):
-            segment_map.set_highlight(None if result is None else result.matched_lives)
+        self.query_one(SegmentMap).set_highlight(None if result is None else result.matched_lives)
 
     def reapply_filter(self) -> None:
         """The shown device changed: run the same filter on it."""

@@ -16,8 +16,9 @@ from memtui.model.segments import ALLOCATED, PENDING_FREE
 from memtui.replay import AllocatorState
 
 # Cell kinds in a segment bar, in increasing priority: a cell shows the strongest thing in it.
-FREE_CELL, PENDING_CELL, ALLOCATED_CELL, SELECTED_CELL = 0, 1, 2, 3
-CELL_CHARS = {FREE_CELL: "░", PENDING_CELL: "▒", ALLOCATED_CELL: "█", SELECTED_CELL: "▓"}
+# MATCHED_CELL is a live block whose allocation has events the explorer's filter matches.
+FREE_CELL, PENDING_CELL, ALLOCATED_CELL, MATCHED_CELL, SELECTED_CELL = 0, 1, 2, 3, 4
+CELL_CHARS = {FREE_CELL: "░", PENDING_CELL: "▒", ALLOCATED_CELL: "█", MATCHED_CELL: "▇", SELECTED_CELL: "▓"}
 
 SEGMENT_ROW, BLOCK_ROW, GAP_ROW = 0, 1, 2
 
@@ -76,8 +77,12 @@ class StateLayout:
             used += n
         return size - used, max(largest, start + size - cursor)
 
-    def bar(self, s: int, cells: int, selected_block: int = NONE) -> np.ndarray:
-        """Kind of each of ``cells`` cells spanning segment ``s``."""
+    def bar(self, s: int, cells: int, selected_block: int = NONE,
+            matched_lives: np.ndarray | None = None) -> np.ndarray:
+        """Kind of each of ``cells`` cells spanning segment ``s``.
+
+        ``matched_lives`` (a flag per block life of the device) marks blocks a filter matched.
+        """
         out = np.full(max(cells, 0), FREE_CELL, np.int8)
         if cells <= 0:
             return out
@@ -87,9 +92,16 @@ class StateLayout:
             lo = min(cells - 1, a * cells // size)
             hi = max(lo + 1, min(cells, -(-(a + n) * cells // size)))
             kind = SELECTED_CELL if b == selected_block else (
+                MATCHED_CELL if self.is_matched(b, matched_lives) else
                 ALLOCATED_CELL if self.state.blk_state[b] == ALLOCATED else PENDING_CELL)
             np.maximum(out[lo:hi], kind, out=out[lo:hi])
         return out
+
+    def is_matched(self, b: int, matched_lives: np.ndarray | None) -> bool:
+        if matched_lives is None:
+            return False
+        life = int(self.state.blk_life[b])
+        return life != NONE and bool(matched_lives[life])
 
     def block_at_cell(self, s: int, cell: int, cells: int) -> int:
         """The block drawn in ``cell`` of segment ``s``'s bar (the largest there), or NONE."""

@@ -40,11 +40,17 @@ async def test_filter_narrows_the_log_and_esc_clears_it():
         timeline = screen.query_one(Timeline)
         assert timeline._view.n_events == total
         assert MATCH_MARK in timeline._axis(100).text
+        # The map shows the state at the cursor and draws the matching allocations apart.
+        segment_map = screen.segment_map
+        layout = segment_map._layout
+        matched = [b for b in range(len(layout.state.blk_addr))
+                   if layout.is_matched(b, segment_map._matched_lives)]
+        assert matched and all(int(layout.state.blk_size[b]) >= 2 << 20 for b in matched)
         # Esc (outside the bar) clears: every event again, no marks.
         await pilot.press("escape")
         await settle(app, pilot)
         assert log.row_count == total and log.border_title == "Events"
-        assert MATCH_MARK not in timeline._axis(100).text
+        assert MATCH_MARK not in timeline._axis(100).text and segment_map._matched_lives is None
         # A filter nothing matches leaves an empty log and a usable explorer.
         await apply_filter(app, pilot, "size>1TiB")
         assert log.row_count == 0

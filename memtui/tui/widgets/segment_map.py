@@ -1,12 +1,14 @@
 """The segment/block map: the allocator's state at the selected event.
 
 Map mode draws one bar per segment, scaled to its size, with blocks by state; list mode
-lists every block and free gap with exact addresses and sizes. The event cursor moves
+lists every block and free gap with exact addresses and sizes. Blocks whose allocation
+a filter matched are drawn apart (``set_highlight``). The event cursor moves
 the state (time travel); inside the map the keys select segments and blocks.
 """
 
 from __future__ import annotations
 
+import numpy as np
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
@@ -25,6 +27,7 @@ from memtui.tui.segment_rows import (
     CELL_CHARS,
     FREE_CELL,
     GAP_ROW,
+    MATCHED_CELL,
     PENDING_CELL,
     SEGMENT_ROW,
     SELECTED_CELL,
@@ -37,7 +40,8 @@ HEADER_LINES = 2
 LABEL_WIDTH = 27  # marker, address, size, tags
 MIN_BAR = 6  # small segments still show their blocks; the size column has the exact figure
 _CELL_CLASS = {FREE_CELL: "segment-map--free", PENDING_CELL: "segment-map--pending",
-               ALLOCATED_CELL: "segment-map--allocated", SELECTED_CELL: "segment-map--selected"}
+               ALLOCATED_CELL: "segment-map--allocated", MATCHED_CELL: "segment-map--matched",
+               SELECTED_CELL: "segment-map--selected"}
 
 
 class SegmentMap(ScrollView, can_focus=True):
@@ -53,12 +57,14 @@ class SegmentMap(ScrollView, can_focus=True):
         & > .segment-map--pending { color: $warning; }
         & > .segment-map--free { color: $text-muted; }
         & > .segment-map--selected { color: $error; text-style: bold; }
+        & > .segment-map--matched { color: $accent; text-style: bold; }
         & > .segment-map--cursor { background: $block-cursor-blurred-background; }
         &:focus > .segment-map--cursor { background: $block-cursor-background; }
     }
     """
     COMPONENT_CLASSES = {"segment-map--header", "segment-map--muted", "segment-map--allocated",
                          "segment-map--pending", "segment-map--free", "segment-map--selected",
+                         "segment-map--matched",
                          "segment-map--cursor"}
     BINDINGS = [
         Binding("up,k", "move(-1)", "Previous segment", show=False),
@@ -98,6 +104,7 @@ class SegmentMap(ScrollView, can_focus=True):
         self._segment = NONE  # selected segment (map mode)
         self._block = NONE  # selected block, index into the state's blocks
         self._row = 0  # cursor row (list mode)
+        self._matched_lives: np.ndarray | None = None  # block lives a filter matched
 
     # -- data --------------------------------------------------------------------
     @property
@@ -127,6 +134,11 @@ class SegmentMap(ScrollView, can_focus=True):
         self._update_virtual_size()
         self._scroll_to_selection()
         self.call_after_refresh(self._scroll_to_selection)
+        self.refresh()
+
+    def set_highlight(self, matched_lives: np.ndarray | None) -> None:
+        """Draw the blocks of these lives (a flag per block life) apart; None stops."""
+        self._matched_lives = matched_lives
         self.refresh()
 
     def _rows_count(self) -> int:
@@ -300,7 +312,8 @@ class SegmentMap(ScrollView, can_focus=True):
 
     def _map_line(self, s: int, width: int) -> Strip:
         segments = [Segment(self._label(s, s == self._segment), self._style("segment-map--muted"))]
-        bar = self._layout.bar(s, self._bar_cells(s, width), self._block if s == self._segment else NONE)
+        bar = self._layout.bar(s, self._bar_cells(s, width), self._block if s == self._segment else NONE,
+                               self._matched_lives)
         start = 0
         for c in range(1, len(bar) + 1):
             if c == len(bar) or bar[c] != bar[start]:
@@ -326,6 +339,8 @@ class SegmentMap(ScrollView, can_focus=True):
         life = int(st.blk_life[b])
         name = self._address_n(b, life)
         kind = ALLOCATED_CELL if state_name(code) == "allocated" else PENDING_CELL
+        if self._layout.is_matched(b, self._matched_lives):
+            kind = MATCHED_CELL
         text = f"{marker}  {row.address:>12x} {format_bytes(row.size):>10}  {state_name(code):<12} {name}"
         style = self._style(_CELL_CLASS[SELECTED_CELL if b == self._block and row.kind == BLOCK_ROW else kind])
         return Strip([Segment(text, style)]).crop_extend(0, width, self.rich_style)
