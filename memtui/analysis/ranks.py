@@ -8,7 +8,8 @@ cached. :func:`compare_ranks` needs nothing but those dicts.
 The reference rank is the one with the median peak (the lower median for an even
 count, so of two ranks the one that used more memory is the one compared). A rank is
 an outlier when its peak is far from the reference's, or it ran out of memory and the
-reference did not, or call sites hold memory on it that they do not on the others.
+reference did not, or (with three ranks or more) call sites hold memory on it that they
+do not on the others.
 """
 
 from __future__ import annotations
@@ -133,12 +134,14 @@ def compare_ranks(summaries: list[dict], moment: str = "peak") -> dict:
     peaks = np.array([s["peak_allocated"] for s in good], np.float64)
     ref = int(np.argsort(peaks, kind="stable")[(len(peaks) - 1) // 2])
     result["reference_rank"] = ranks[ref]
-    result["median_peak_allocated"] = int(np.median(peaks))
+    result["median_peak_allocated"] = int(peaks[ref])
     key = "sites_at_peak" if moment == "peak" else "sites_at_end"
     divergent = _divergent_sites(good, ranks, key, ref)
     result["divergent_sites"] = divergent
     for i, s in enumerate(good):
-        reasons = _outlier_reasons(s, good[ref], [d for d in divergent if d["rank"] == ranks[i]])
+        # With two ranks there is no majority: a site that differs says how they differ, not which is odd.
+        own_sites = [d for d in divergent if d["rank"] == ranks[i]] if len(good) >= 3 else []
+        reasons = _outlier_reasons(s, good[ref], own_sites)
         rows[i]["outlier"] = bool(reasons)
         if reasons:
             result["outliers"].append({"rank": ranks[i], "file": s["file"], "reasons": reasons})

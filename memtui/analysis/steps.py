@@ -1,8 +1,8 @@
 """Where the iterations of a run are in a trace.
 
 Training loops leave ``external_annotations`` (``Optimizer.step#AdamW.step`` START/END,
-``Optimizer.zero_grad#...``): the name that repeats most marks one point per
-iteration. Without them, the trace is cut into equal time windows (or equal event
+``Optimizer.zero_grad#...``, or numbered markers such as ``memtui.step#12``): the name
+that repeats most marks one point per iteration. Without them, the trace is cut into equal time windows (or equal event
 windows when it has no times).
 
 A point is an event index: "the state after this event".
@@ -10,6 +10,7 @@ A point is an event index: "the state after this event".
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 
@@ -18,6 +19,8 @@ import numpy as np
 from memtui.model import DeviceModel, Snapshot
 
 MIN_ANNOTATED_STEPS = 3
+# Markers that number their steps (memtui.step#12, train_step_12) form one series.
+_STEP_NUMBER = re.compile(r"(#|step[ _\-.]?)\d+$", re.IGNORECASE)
 DEFAULT_WINDOWS = 10
 
 
@@ -80,7 +83,7 @@ def _annotated_points(snapshot: Snapshot, dev: DeviceModel) -> tuple[str, np.nda
         return None
     mine = [a for a in snapshot.annotations if a.device == dev.device and np.isfinite(a.time_us)]
     ends = [a for a in mine if a.stage == "END"] or mine
-    counts = Counter(a.name for a in ends)
+    counts = Counter(series_name(a.name) for a in ends)
     if not counts:
         return None
     most = max(counts.values())
@@ -90,14 +93,19 @@ def _annotated_points(snapshot: Snapshot, dev: DeviceModel) -> tuple[str, np.nda
     # the iteration's transient memory already gone.
     first_time = {}
     for a in ends:
-        first_time.setdefault(a.name, a.time_us)
+        first_time.setdefault(series_name(a.name), a.time_us)
     name = max((n for n, c in counts.items() if c == most), key=lambda n: first_time[n])
-    marks = np.sort(np.array([a.time_us for a in ends if a.name == name]))
+    marks = np.sort(np.array([a.time_us for a in ends if series_name(a.name) == name]))
     indices = np.searchsorted(np.maximum.accumulate(times), marks, "right") - 1
     indices = indices[indices >= 0]
     if len(indices) < MIN_ANNOTATED_STEPS:
         return None
     return name, indices.astype(np.int64)
+
+
+def series_name(name: str) -> str:
+    """The name shared by numbered step markers: ``memtui.step#12`` -> ``memtui.step#N``."""
+    return _STEP_NUMBER.sub(r"\1N", name)
 
 
 def _thin(count: int, limit: int) -> np.ndarray:

@@ -80,8 +80,8 @@ def render(result: dict, moment: str = "peak") -> list[str]:
     if not result["ranks"]:
         return lines
     lines.append("")
-    lines.append(f"median peak allocated {f(result['median_peak_allocated'])}; reference rank"
-                 f" {result['reference_rank']}")
+    lines.append(f"reference: rank {result['reference_rank']}, the median peak allocated"
+                 f" ({f(result['median_peak_allocated'])})")
     if not result["outliers"]:
         lines.append("no outlier rank")
     for o in result["outliers"]:
