@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import pickle
 import re
 
@@ -19,8 +20,10 @@ from tests.fixtures.filter_reference import ReferenceDevice
 from tests.fixtures.synthetic import synthetic_snapshot
 
 # The reference walks every event in Python: fewer examples on the larger real files.
-SYNTHETIC = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-REAL = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# MEMTUI_FUZZ_EXAMPLES raises both for a long run.
+EXTRA = int(os.environ.get("MEMTUI_FUZZ_EXAMPLES", "0"))
+SYNTHETIC = settings(max_examples=max(80, EXTRA), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+REAL = settings(max_examples=max(30, EXTRA // 3), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 REAL_FILES = ["multistream.pickle", "train_linear_adam.pickle", "expandable_segments.pickle"]
 
 
