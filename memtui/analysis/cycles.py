@@ -10,7 +10,8 @@ Ordinary code frees in runs too (dropping a list of temporaries, ``zero_grad``),
 what it frees was made in one go. A burst is suspicious when, for one call site, the
 lives it frees were made in at least ``MIN_ROUNDS`` separate rounds: different
 iterations when step annotations mark them, else separate executions of the line
-(runs of allocations from that site with allocations from other sites in between).
+(runs of allocations from that site with allocations from other sites in between, at
+most two lives per run on average).
 
 Suspicious bursts that repeat with about the same size make a **bounded** sawtooth:
 the collector keeps up, at the price of the peak each tooth adds. A single burst (or
@@ -33,6 +34,7 @@ from memtui.model import actions as act
 MIN_BURST = 8  # lives freed back to back
 MIN_SITE_LIVES = 4  # of them from one call site
 MIN_ROUNDS = 4  # made in this many separate rounds
+MAX_LIVES_PER_EXECUTION = 2  # without step annotations, on average per execution of the line
 BOUNDED_SPREAD = 1.5  # teeth within this factor of the median tooth are "the same size"
 SUGGESTION = ("find the cycles with torch.utils.viz._cycles.warn_tensor_cycles(), or break them "
               "(weakref, del, or clearing the attribute that closes the loop)")
@@ -137,7 +139,13 @@ def find_cycles(snapshot: Snapshot, dev: DeviceModel, depth: int = 1) -> CycleRe
     key = member_group * len(sites) + life_site[members]
     keys, key_lives = np.unique(key, return_counts=True)
     rounds = _distinct_per_key(key, rounds_of[start[members]], keys)
-    suspicious_keys = keys[(key_lives >= MIN_SITE_LIVES) & (rounds >= MIN_ROUNDS)]
+    enough = (key_lives >= MIN_SITE_LIVES) & (rounds >= MIN_ROUNDS)
+    if steps is None:
+        # Executions are weaker evidence than steps: a backward pass interleaves the same
+        # lines with other work many times in one iteration. A line that leaks into a
+        # cycle once per iteration makes one or two lives per execution, not a handful.
+        enough &= rounds * MAX_LIVES_PER_EXECUTION >= key_lives
+    suspicious_keys = keys[enough]
     if len(suspicious_keys) == 0:
         return report
     suspicious = np.isin(key, suspicious_keys)
