@@ -264,3 +264,17 @@ async def test_opening_a_file_shows_progress_then_the_explorer():
         screen = await ready(app, pilot)
         assert screen.snapshot.name == "tiny_oom.pickle"
         assert screen.event_log.cursor_event == 22
+
+
+async def test_mouse_selects_rows_and_blocks():
+    app = make_app(tiny_path())
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await ready(app, pilot)
+        log = screen.event_log
+        top = round(log.scroll_y)
+        await pilot.click("#events", offset=(5, 3))  # line 0 is the column header
+        assert log.cursor_event == top + 2
+        await pilot.click("#map", offset=(30, 2))  # two header lines, then the first segment
+        assert screen.segment_map.selected_segment == 0
+        assert screen.segment_map.selected_block >= 0
+        assert "block 7f3a00000000_0" in screen.inspector.text

@@ -28,9 +28,10 @@ class SummaryBar(Static):
         text = Text()
         text.append(snap.name, "bold")
         text.append(f" ({format_bytes(snap.source_size)})" if snap.source_size else "")
-        text.append(f" · device {dev.device}" + (f" ({n_devices} devices)" if n_devices > 1 else ""))
+        text.append(f" · device {dev.device}" + (f" (of {n_devices})" if n_devices > 1 else ""))
         if ooms:
             text.append(f" · {ooms} OOM{'s' if ooms != 1 else ''}", "bold red")
-        text.append(f" · {view.n_events:,} events · {len(dev.segments):,} segments · {len(dev.blocks):,} blocks")
-        text.append(f" · reserved {format_bytes(dev.reserved)} · peak allocated {format_bytes(view.peak_allocated)}")
+        text.append(f" · {view.n_events:,} events · reserved {format_bytes(dev.reserved)}"
+                    f" · peak {format_bytes(view.peak_allocated)}")
+        text.append(f" · {len(dev.segments):,} segments · {len(dev.blocks):,} blocks")
         self.update(text)
