@@ -41,7 +41,8 @@ def run(args) -> int:
     return 0
 
 
-def render(d: OomDiagnosis, n: int = 1, total: int = 1) -> list[str]:
+def render(d: OomDiagnosis, n: int = 1, total: int = 1, with_sites: bool = True) -> list[str]:
+    """The report of one OOM; without the call-site lists when a table shows them."""
     f = format_bytes
     lines = [
         f"OOM {n} of {total}: device {d.device}, event {d.index:,}",
@@ -55,10 +56,10 @@ def render(d: OomDiagnosis, n: int = 1, total: int = 1) -> list[str]:
     lines += ["  " + line for line in explain(d)]
     if d.site:
         lines.append(f"  requested at: {d.site['site']}")
-    if d.top_sites:
+    if d.top_sites and with_sites:
         lines.append("  call sites holding memory at the OOM:")
         lines += site_lines(d.top_sites, "    ")
-    if d.verdict == "capacity" and d.largest_allocations:
+    if d.verdict == "capacity" and d.largest_allocations and with_sites:
         lines.append("  largest live allocations:")
         for a in d.largest_allocations[:LARGEST_SHOWN]:
             lines.append(f"    {f(a['size']):>11}  {a['address_n'] or '(untraced)':<20} {a['site']}")

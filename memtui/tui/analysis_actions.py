@@ -65,8 +65,15 @@ class AnalysisActions:
     def _analysis_chosen(self, jump: AnalysisJump | None) -> None:
         if jump is None or jump.event is None:
             return
+        log = self.event_log
+        # Changing the rows makes the log announce its cursor; every change below ends with
+        # the cursor on the target, so the last announcement (the one the map and the
+        # inspector follow) is the target's.
         if jump.rows is not None:
-            self.event_log.set_rows(jump.rows)
+            if log.row_of_event(jump.event) is None:
+                log.set_rows(None)
+            log.go_to_event(jump.event, notify=False)
+            log.set_rows(jump.rows)
             self._analysis_filter = jump.label
             self.query_one("#events").border_title = f"Events of {jump.label}"
         elif self._analysis_filter is not None:
@@ -74,7 +81,9 @@ class AnalysisActions:
         if jump.steps is not None:
             device = self.current_view.device.device
             self._search = SearchResult(jump.label, "text", device, jump.steps, message=jump.message)
-        if self.go_to(jump.event) and jump.message:
+        if not log.go_to_event(jump.event, notify=True):
+            self.status.say(f"event {jump.event:,} is hidden by the current view", warning=True)
+        elif jump.message:
             self.status.say(jump.message)
 
     def action_show_all_events(self) -> None:

@@ -27,7 +27,8 @@ class OomReportScreen(AnalysisScreen):
         dev = self.view.device
         if not result:
             return f"device {dev.device}: no OOM in this trace", []
-        report = "\n\n".join("\n".join(render(d, n, len(result))) for n, d in enumerate(result, 1))
+        report = "\n\n".join("\n".join(render(d, n, len(result), with_sites=False))
+                             for n, d in enumerate(result, 1))
         rows: list[Row] = []
         for d in result:
             verdict = d.verdict + (", process limit" if d.process_limit else "")
