@@ -82,6 +82,8 @@ async def test_leaks_site_row_filters_the_log_to_that_site():
         dev = main.current_view.device
         cursor = main.event_log.cursor_event
         assert cursor in rows and int(dev.lives.end[dev.lives.event_life[cursor]]) == -1  # still live: leaked
+        await pilot.pause(0.1)
+        assert main.segment_map.state.index == cursor  # the map follows the jump, not the old cursor
         await pilot.press("n")
         assert main.event_log.cursor_event in rows
         main.action_show_all_events()
