@@ -1,0 +1,47 @@
+"""SVG snapshots of the explorer at fixed sizes (pytest-textual-snapshot).
+
+They use the fixed tiny snapshot, so they never skip and never depend on the machine.
+After an intended change to the look or to the keys, regenerate them with
+``pytest tests/tui/test_explorer_svg.py --snapshot-update`` and review the SVGs.
+"""
+
+from __future__ import annotations
+
+from tests.tui.helpers import make_app, ready, tiny_path
+
+
+async def _ready(pilot) -> None:
+    await ready(pilot.app, pilot)
+
+
+def _then(*keys: str):
+    async def run_before(pilot) -> None:
+        await ready(pilot.app, pilot)
+        await pilot.press(*keys)
+        await pilot.pause()
+
+    return run_before
+
+
+def test_main_screen(snap_compare):
+    assert snap_compare(make_app(tiny_path()), terminal_size=(120, 40), run_before=_ready)
+
+
+def test_main_screen_small_terminal(snap_compare):
+    assert snap_compare(make_app(tiny_path()), terminal_size=(80, 24), run_before=_ready)
+
+
+def test_oom_view(snap_compare):
+    assert snap_compare(make_app(tiny_path()), terminal_size=(100, 30), run_before=_then("o"))
+
+
+def test_oom_detail(snap_compare):
+    assert snap_compare(make_app(tiny_path()), terminal_size=(100, 30), run_before=_then("o", "enter"))
+
+
+def test_segment_list_mode(snap_compare):
+    assert snap_compare(make_app(tiny_path()), terminal_size=(100, 30), run_before=_then("tab", "m", "down", "down"))
+
+
+def test_help(snap_compare):
+    assert snap_compare(make_app(tiny_path()), terminal_size=(80, 24), run_before=_then("question_mark"))
