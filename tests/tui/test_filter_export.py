@@ -146,3 +146,17 @@ def test_keys_are_bound_with_descriptions(key):
 
     binding = next(b for b in MainScreen.BINDINGS if b.key == key)
     assert binding.description and binding.show
+
+
+async def test_an_export_opens_with_its_filter_in_the_summary(tmp_path):
+    from memtui.export.writer import export_snapshot
+    from memtui.tui.widgets.summary_bar import SummaryBar
+
+    out = tmp_path / "cut.msgpack"
+    export_snapshot(loaded(str(tiny_path())), out, "action:alloc", device=0)
+    app = make_app(out)
+    async with app.run_test(size=(160, 40)) as pilot:
+        screen = await ready(app, pilot)
+        summary = str(screen.query_one(SummaryBar).render())
+        assert "cut.msgpack" in summary and "[export of tiny_oom.pickle: action:alloc]" in summary
+        assert screen.current_view.n_events == len(compile_filter("action:alloc").indices(loaded(str(tiny_path())), 0))

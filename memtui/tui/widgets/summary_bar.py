@@ -28,6 +28,9 @@ class SummaryBar(Static):
         text = Text()
         text.append(snap.name, "bold")
         text.append(f" ({format_bytes(snap.source_size)})" if snap.source_size else "")
+        if snap.header:  # a memtui export: say what it was cut from
+            what = snap.header.get("filter") or snap.header.get("selection") or "every event"
+            text.append(f" [export of {snap.header.get('source_name', '?')}: {what}]", "italic")
         text.append(f" · device {dev.device}" + (f" (of {n_devices})" if n_devices > 1 else ""))
         if ooms:
             text.append(f" · {ooms} OOM{'s' if ooms != 1 else ''}", "bold red")
