@@ -6,9 +6,9 @@ Layout::
     metadata: a pickle of plain values only (read with every global refused)
     arrays: raw little-endian data, each at a 4 KiB boundary
 
-The metadata lists each array's name, dtype, shape, offset and crc32. Reading checks all
-of it, the crc of every array included, before a single array is handed out: a cache
-file is never trusted. Arrays are views of a private (copy-on-write) memory map, so a
+The metadata lists each array's name, dtype, shape and offset, and the crc32 of all the
+bytes after it. Reading checks all of it, every byte of data included, before a single
+array is handed out: a cache file is never trusted. Arrays are views of a private (copy-on-write) memory map, so a
 warm open costs page faults, not reads, and nothing can write back into the file.
 """
 
@@ -40,13 +40,17 @@ def write_cache_file(path: str, arrays: dict[str, np.ndarray], meta: dict) -> No
     """Write atomically: a temporary file in the same folder, fsync, then rename over ``path``."""
     table = []
     offset = 0
+    data_crc = 0
     for name, array in arrays.items():
         array = np.ascontiguousarray(array)
         arrays[name] = array
         table.append({"name": name, "dtype": array.dtype.str, "shape": array.shape, "offset": offset,
-                      "nbytes": array.nbytes, "crc": zlib.crc32(array)})
-        offset += _aligned(array.nbytes)
-    meta = dict(meta, arrays=table)
+                      "nbytes": array.nbytes})
+        data_crc = zlib.crc32(array, data_crc)
+        padding = _aligned(array.nbytes) - array.nbytes
+        data_crc = zlib.crc32(bytes(padding), data_crc)
+        offset += array.nbytes + padding
+    meta = dict(meta, arrays=table, data_crc=data_crc, data_length=offset)
     meta_bytes = pickle.dumps(meta, protocol=4)
     data_start = _aligned(_HEADER.size + len(meta_bytes))
     total = data_start + offset
@@ -58,10 +62,10 @@ def write_cache_file(path: str, arrays: dict[str, np.ndarray], meta: dict) -> No
         with os.fdopen(fd, "wb") as out:
             out.write(header)
             out.write(meta_bytes)
+            out.write(bytes(data_start - _HEADER.size - len(meta_bytes)))
             for entry in table:
-                out.seek(data_start + entry["offset"])
                 out.write(memoryview(arrays[entry["name"]]).cast("B"))
-            out.truncate(total)
+                out.write(bytes(_aligned(entry["nbytes"]) - entry["nbytes"]))
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)
@@ -93,7 +97,12 @@ def read_cache_file(path: str) -> tuple[dict[str, np.ndarray], dict]:
         except Exception as exc:
             raise CorruptCache(f"metadata unreadable ({type(exc).__name__})") from None
         data_start = _aligned(_HEADER.size + meta_len)
-        mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY) if size else None
+        if not isinstance(meta, dict) or data_start + meta.get("data_length", -1) != size:
+            raise CorruptCache("data length")
+        mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
+    # Every byte after the metadata, padding included, is checked before anything is used.
+    if zlib.crc32(memoryview(mapped)[data_start:]) != meta.get("data_crc"):
+        raise CorruptCache("data checksum")
     arrays = {}
     try:
         for entry in meta["arrays"]:
@@ -102,10 +111,7 @@ def read_cache_file(path: str) -> tuple[dict[str, np.ndarray], dict]:
             start = data_start + entry["offset"]
             if dtype.hasobject or count * dtype.itemsize != entry["nbytes"] or start + entry["nbytes"] > size:
                 raise CorruptCache(f"array {entry['name']} does not fit")
-            array = np.frombuffer(mapped, dtype, count, start).reshape(entry["shape"])
-            if zlib.crc32(array) != entry["crc"]:
-                raise CorruptCache(f"array {entry['name']} checksum")
-            arrays[entry["name"]] = array
+            arrays[entry["name"]] = np.frombuffer(mapped, dtype, count, start).reshape(entry["shape"])
     except (KeyError, TypeError, ValueError) as exc:
         raise CorruptCache(f"array table ({type(exc).__name__})") from None
     return arrays, meta

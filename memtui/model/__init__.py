@@ -80,25 +80,25 @@ def open_plain(path: str | os.PathLike, progress: ProgressFn | None = None) -> S
 def open_streaming(path: str | os.PathLike, progress: ProgressFn | None = None) -> Snapshot | None:
     """The streaming decoder's model, or None when the file needs the plain path."""
     tables = ModelTables.new()
-    builders: list[TraceBuilder] = []
 
-    def make_consumer(device: int) -> TraceBuilder:
-        builders.append(TraceBuilder(tables, f"device {device} trace", strict=True))
-        return builders[-1]
+    def make_consumer(ordinal: int) -> TraceBuilder:
+        return TraceBuilder(tables, f"device trace {ordinal}", strict=True)
 
     try:
         with _gc_paused():
-            raw = stream_snapshot(path, make_consumer, StackToken, progress)
+            raw, sinks = stream_snapshot(path, make_consumer, StackToken, progress)
     except StreamFallback as exc:
         log.debug("%s: read with the plain loader (%s)", os.fspath(path), exc)
         return None
     raw = normalize(raw, os.path.basename(os.fspath(path)))
     if progress is not None:
         progress("indexing", 0, 1)
-    columns = [builder.finish() for builder in builders]
-    builders.clear()
-    for d in range(len(columns), device_count(raw)):
-        columns.append(TraceBuilder(tables, f"device {d} trace").finish())
+    builders = {sink.device: sink.consumer for sink in sinks}
+    sinks.clear()
+    columns = []
+    for d in range(device_count(raw)):
+        builder = builders.pop(d, None) or TraceBuilder(tables, f"device {d} trace")
+        columns.append(builder.finish())
     snapshot = assemble_model(raw, columns, tables, os.fspath(path), os.path.getsize(path))
     if progress is not None:
         progress("indexing", 1, 1)

@@ -22,7 +22,7 @@ from memtui.load.stream.check import detach_traces
 from memtui.load.stream.errors import StreamFallback
 from memtui.load.stream.header import find_first_entry
 from memtui.load.stream.rewrite import Rewriter, rewritten_chunks
-from memtui.load.stream.sink import BatchConsumer, StreamingUnpickler
+from memtui.load.stream.sink import BatchConsumer, StreamingUnpickler, TraceSink
 from memtui.load.stream.unframe import unframed_chunks
 
 __all__ = ["StreamFallback", "stream_snapshot"]
@@ -35,13 +35,13 @@ def stream_snapshot(
     make_consumer: Callable[[int], BatchConsumer],
     token_type: type,
     progress: ProgressFn | None = None,
-) -> dict:
-    """Decode ``path``, sending device ``d``'s trace entries to ``make_consumer(d)``.
+) -> tuple[dict, list[TraceSink]]:
+    """Decode ``path``, sending the n-th non-empty trace's entries to ``make_consumer(n)``.
 
     Returns the snapshot dict with empty device traces (their content went to the
-    consumers). ``token_type`` is the type the consumers put in frame lists they have
-    interned, which must not be seen anywhere else. Raises StreamFallback when the file
-    is not one this decoder handles.
+    consumers) and the sinks, each with its ``device`` and ``consumer``. ``token_type``
+    is the type the consumers put in frame lists they have interned, which must not be
+    seen anywhere else. Raises StreamFallback when the file is not one this decoder handles.
     """
     info = inspect_source(path)
     relay = _ProgressRelay(progress) if progress is not None else None
@@ -63,7 +63,7 @@ def stream_snapshot(
             if relay is not None and relay.error is not None:
                 raise relay.error from None  # the caller's own progress callback stopped the load
             raise StreamFallback(f"{type(exc).__name__}: {str(exc)[:200]}") from None
-    return detach_traces(obj, unpickler.sinks, token_type)
+    return detach_traces(obj, unpickler.sinks, token_type), unpickler.sinks
 
 
 def _stream_chunks(chunks: Iterator[bytes], sink_global: bytes) -> Iterator[bytes]:

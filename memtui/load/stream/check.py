@@ -13,16 +13,22 @@ from memtui.load.stream.sink import TraceSink
 
 
 def detach_traces(obj: object, sinks: list[TraceSink], is_token: type) -> dict:
-    """``obj`` with its device traces replaced by empty lists, after checking it."""
+    """``obj`` with its device traces replaced by empty lists, after checking it.
+
+    Each sink's ``device`` is set to its place in ``device_traces``.
+    """
     if not isinstance(obj, dict):
         raise StreamFallback(f"the pickle holds a {type(obj).__name__}")
     traces = obj.get("device_traces")
     if not isinstance(traces, list):
         raise StreamFallback("no device_traces list")
-    if [t for t in traces if isinstance(t, TraceSink)] != sinks or traces[:len(sinks)] != sinks:
-        raise StreamFallback("the trace sinks are not the first device traces, in order")
-    if any(t for t in traces[len(sinks):]):
+    places = [d for d, t in enumerate(traces) if isinstance(t, TraceSink)]
+    if [traces[d] for d in places] != sinks:
+        raise StreamFallback("the trace sinks are not the device traces, in order")
+    if any(t for t in traces if not isinstance(t, TraceSink)):
         raise StreamFallback("a device trace was not streamed")
+    for d, sink in zip(places, sinks):
+        sink.device = d
     rest = dict(obj)
     rest["device_traces"] = [[] for _ in traces]
     _check_plain(rest, is_token)
