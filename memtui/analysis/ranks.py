@@ -34,14 +34,17 @@ _RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
 _TRAILING_NUMBER = re.compile(r"(\d+)(?:\.[A-Za-z0-9]+)*$")
 
 
-def rank_summary(path: str, depth: int = 1) -> dict:
-    """Open one rank's snapshot and summarise it; failures come back as ``{"error": ...}``."""
+def rank_summary(path: str, depth: int = 1, **open_options) -> dict:
+    """Open one rank's snapshot and summarise it; failures come back as ``{"error": ...}``.
+
+    ``open_options`` go to :func:`open_snapshot` (``cache=None``: summarising thousands of
+    ranks should not fill the model cache with models nobody opens)."""
     path = os.fspath(path)
     base = {"version": SUMMARY_VERSION, "file": path, "rank": rank_from_name(path)}
     try:
         stat = os.stat(path)
         base.update(file_size=stat.st_size, mtime=stat.st_mtime)
-        snapshot = open_snapshot(path)
+        snapshot = open_snapshot(path, **open_options)
     except MemtuiError as exc:
         return {**base, "error": exc.message}
     except OSError as exc:

@@ -11,7 +11,6 @@ A folder that cannot be written turns the cache off for that run, with one warni
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import sys
@@ -20,11 +19,12 @@ import time
 from collections.abc import Callable
 
 from memtui.cache.fileformat import FORMAT_VERSION, CorruptCache, read_cache_file, write_cache_file
+from memtui.cache.fingerprint import EDGE_BYTES, file_fingerprint
 from memtui.cache.layout import put_together, schema_signature, take_apart
 
 log = logging.getLogger("memtui.cache")
 
-_EDGE = 1 << 20  # bytes hashed at each end of the snapshot
+_EDGE = EDGE_BYTES  # bytes hashed at each end of the snapshot
 KEEP_FILES = 8  # the least recently used files beyond this many are removed
 _STALE_TEMP_S = 3600
 
@@ -49,14 +49,7 @@ class ModelCache:
         self._writers: list[threading.Thread] = []
 
     def key(self, path: str | os.PathLike) -> str:
-        st = os.stat(path)
-        digest = hashlib.sha256(f"{st.st_size}:{st.st_mtime_ns}:{schema_signature()}:".encode())
-        with open(path, "rb") as fh:
-            digest.update(fh.read(_EDGE))
-            if st.st_size > 2 * _EDGE:
-                fh.seek(st.st_size - _EDGE)
-                digest.update(fh.read(_EDGE))
-        return digest.hexdigest()[:40]
+        return file_fingerprint(path, schema_signature(), _EDGE)
 
     def path_for(self, path: str | os.PathLike) -> str:
         return os.path.join(self.folder, self.key(path) + ".mtc")
