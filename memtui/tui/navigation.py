@@ -44,7 +44,9 @@ def oom(device: DeviceModel, i: int, forward: bool) -> Jump:
         return Jump(None, "no OOM in this device's trace")
     target, wrapped = next_in(ooms, i, forward)
     which = f"OOM {int(np.searchsorted(ooms, target)) + 1} of {len(ooms)}"
-    return Jump(target, which + (" (wrapped)" if wrapped else ""))
+    # Starting from either end of the trace, going round is what the user asked for.
+    at_end = i >= len(device.trace) - 1 if forward else i <= 0
+    return Jump(target, which + (" (wrapped)" if wrapped and not at_end else ""))
 
 
 def same_address(device: DeviceModel, i: int, forward: bool) -> Jump:
