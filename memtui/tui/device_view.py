@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -40,7 +41,6 @@ class DeviceView:
     replayer: Replayer
     allocated: np.ndarray  # allocated bytes after each event (int64)
     reserved: np.ndarray  # reserved bytes after each event
-    active: np.ndarray  # allocated + pending-free bytes after each event
     t0: float  # time of the first event with a time, for relative times
     annotations: AnnotationMarks
 
@@ -48,11 +48,12 @@ class DeviceView:
     def n_events(self) -> int:
         return len(self.device.trace)
 
-    @property
+    # Cached: the legend asks on every cursor move, and a 10M-event max is not free.
+    @cached_property
     def peak_allocated(self) -> int:
         return int(self.allocated.max()) if len(self.allocated) else self.device.allocated
 
-    @property
+    @cached_property
     def peak_reserved(self) -> int:
         return int(self.reserved.max()) if len(self.reserved) else self.device.reserved
 
@@ -65,12 +66,12 @@ def build_device_view(snapshot: Snapshot, d: int) -> DeviceView:
     device = snapshot.devices[d]
     replayer = Replayer(device)
     before = replayer.state_at(-1)
-    allocated, active = _block_curves(device, before, replayer)
+    allocated = _allocated_curve(device, before, replayer)
     reserved = _segment_curve(device, before)
     times = device.trace.time_us
     finite = times[np.isfinite(times)] if len(times) else times
     t0 = float(finite.min()) if len(finite) else math.nan
-    return DeviceView(snapshot, device, replayer, allocated, reserved, active, t0, _annotation_marks(snapshot, device))
+    return DeviceView(snapshot, device, replayer, allocated, reserved, t0, _annotation_marks(snapshot, device))
 
 
 def _curve(n: int, baseline: int, enter: np.ndarray, leave: np.ndarray, size: np.ndarray) -> np.ndarray:
@@ -83,19 +84,17 @@ def _curve(n: int, baseline: int, enter: np.ndarray, leave: np.ndarray, size: np
     return baseline + np.cumsum(delta[:n])
 
 
-def _block_curves(device: DeviceModel, before: AllocatorState, replayer: Replayer) -> tuple[np.ndarray, np.ndarray]:
-    # Same rules as Replayer.state_at: a life is allocated from its alloc until its free is
-    # requested, and active until the free completes. The state before the first event
-    # already holds everything that began before the trace, so it is the baseline.
+def _allocated_curve(device: DeviceModel, before: AllocatorState, replayer: Replayer) -> np.ndarray:
+    # Same rule as Replayer.state_at: a life is allocated from its alloc until its free is
+    # requested. The state before the first event already holds everything that began
+    # before the trace, so it is the baseline.
     n = len(device.trace)
     lives = device.lives
     size = replayer.life_bytes
     start = np.where(lives.start == NONE, -1, lives.start).astype(np.int64)
     end = np.where(lives.end == NONE, n, lives.end).astype(np.int64)
     request = np.where(lives.request == NONE, n, lives.request).astype(np.int64)
-    allocated = _curve(n, before.allocated, start, np.minimum(request, end), size)
-    active = _curve(n, before.active, start, end, size)
-    return allocated, active
+    return _curve(n, before.allocated, start, np.minimum(request, end), size)
 
 
 def _segment_curve(device: DeviceModel, before: AllocatorState) -> np.ndarray:

@@ -278,3 +278,13 @@ async def test_mouse_selects_rows_and_blocks():
         assert screen.segment_map.selected_segment == 0
         assert screen.segment_map.selected_block >= 0
         assert "block 7f3a00000000_0" in screen.inspector.text
+
+
+async def test_no_color(monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = make_app(tiny_path())
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await ready(app, pilot)
+        assert app.no_color
+        await pilot.press("o")
+        assert screen.event_log.cursor_event == 19

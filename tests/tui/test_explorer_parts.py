@@ -29,8 +29,7 @@ def test_memory_curves_match_the_replay(path):
         n = view.n_events
         for i in sorted({0, n // 3, n // 2, n - 1} - {-1}) if n else []:
             state = view.replayer.state_at(i)
-            assert (view.allocated[i], view.active[i], view.reserved[i]) == (
-                state.allocated, state.active, state.reserved), (d, i)
+            assert (view.allocated[i], view.reserved[i]) == (state.allocated, state.reserved), (d, i)
 
 
 def test_segment_layout_matches_the_replay():
@@ -129,3 +128,23 @@ def test_every_key_is_documented():
         for keys, what in rows:
             row = f"| `{keys}` | {what} |".replace("`|`", "`\\|`")
             assert row in doc, f"{row} is missing: python -m memtui.tui.keys > docs/keys.md"
+
+
+def test_source_lines_are_shown_when_the_file_exists(tmp_path: Path):
+    from memtui.model import build_model
+    from memtui.tui.inspector_content import InspectOptions, event_lines
+    from tests.tui.tiny_snapshot import tiny_snapshot
+
+    source = tmp_path / "train.py"
+    source.write_text("".join(f"line_{k} = {k}\n" for k in range(1, 101)))
+    raw = tiny_snapshot()
+    frame = {"filename": str(source), "line": 88, "name": "train_step"}
+    for entry in raw["device_traces"][0]:
+        if "frames" in entry:
+            entry["frames"] = [frame if f["name"] == "train_step" else f for f in entry["frames"]]
+    view = build_device_view(build_model(raw, "tiny.pickle"), 0)
+    state = view.replayer.state_at(1)
+    shown = "\n".join("".join(t for t, _ in line) for line in event_lines(view, 1, state, InspectOptions()))
+    assert "line_88 = 88" in shown and "line_86 = 86" in shown and "line_90 = 90" in shown
+    hidden = event_lines(view, 1, state, InspectOptions(show_source=False))
+    assert "line_88" not in "\n".join("".join(t for t, _ in line) for line in hidden)

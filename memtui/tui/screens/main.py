@@ -38,6 +38,7 @@ from memtui.tui.widgets.stack_inspector import StackInspector
 from memtui.tui.widgets.status_line import StatusLine
 from memtui.tui.widgets.summary_bar import SummaryBar
 from memtui.tui.widgets.timeline import Timeline
+from memtui.units import format_bytes
 
 # (key, action, description, shown in the footer); the palette offers the same actions.
 SCREEN_KEYS = [
@@ -210,7 +211,7 @@ class MainScreen(FilterActions, AnalysisActions, Screen):
         view = self.current_view
         if view.n_events:
             self.go_to(int(view.allocated.argmax()))
-            self.status.say(f"peak allocated {view.peak_allocated:,} bytes")
+            self.status.say(f"peak allocated: {format_bytes(view.peak_allocated)}")
 
     def action_toggle_timeline(self) -> None:
         timeline = self.query_one(Timeline)
