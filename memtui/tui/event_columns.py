@@ -10,8 +10,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-import numpy as np
-
 from memtui.model import actions as act
 from memtui.tui.device_view import DeviceView
 from memtui.units import format_bytes, format_seconds
@@ -61,9 +59,10 @@ class EventColumns:
         last = view.relative_seconds(n - 1) if n else 0.0
         self.time_width = max(9, len(format_seconds(last)))
         self.address_width = _address_width(view)
-        streams = np.unique(trace.stream) if n else np.zeros(0, np.int64)
-        self.stream_width = max([6] + [len(format_stream(int(s))) for s in streams])
-        self.single_stream = len(streams) <= 1
+        # min/max, not np.unique: sorting ten million streams would stall the screen.
+        lo, hi = (int(trace.stream.min()), int(trace.stream.max())) if n else (0, 0)
+        self.stream_width = max(6, len(format_stream(lo)), len(format_stream(hi)))
+        self.single_stream = lo == hi
 
     def layout(self, width: int) -> ColumnLayout:
         fixed = self.index_width + ACTION_WIDTH + self.address_width + SIZE_WIDTH + 4
