@@ -34,7 +34,7 @@ class SearchResultsScreen(ModalScreen[int | None]):
             if m.life != NONE and m.kind == "block":
                 size = format_bytes(int(lives.size[m.life]))
                 steps = [f"{label} {int(col[m.life]):,}" for label, col in
-                         (("alloc", lives.start), ("free", lives.request), ("freed", lives.end))
+                         (("alloc", lives.start), ("free requested", lives.request), ("completed", lives.end))
                          if int(col[m.life]) != NONE]
                 text = f"{m.address_n:<22} {size:>11}  " + " → ".join(steps)
             else:
