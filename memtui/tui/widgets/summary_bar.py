@@ -10,7 +10,10 @@ from memtui.units import format_bytes
 
 
 class SummaryBar(Static):
-    """File name (never its directory, which differs between machines), device and totals."""
+    """File name (never its directory, which differs between machines), device and totals.
+
+    Memory figures are at snapshot time; the map's header has them at the cursor.
+    """
 
     DEFAULT_CSS = """
     SummaryBar {
@@ -35,6 +38,7 @@ class SummaryBar(Static):
         if ooms:
             text.append(f" · {ooms} OOM{'s' if ooms != 1 else ''}", "bold red")
         text.append(f" · {view.n_events:,} events · reserved {format_bytes(dev.reserved)}"
+                    f" · allocated {format_bytes(dev.allocated)} · active {format_bytes(dev.active)}"
                     f" · peak {format_bytes(view.peak_allocated)}")
         text.append(f" · {len(dev.segments):,} segments · {len(dev.blocks):,} blocks")
         self.update(text)
