@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memtui.model import DeviceModel
+from memtui.model import actions as act
 from memtui.model.lifetimes import NONE
 from memtui.model.segments import ALLOCATED, PENDING_FREE
 
@@ -129,6 +130,94 @@ class AllocatorState:
         return free_total, largest
 
 
+class MappedRanges:
+    """The address ranges mapped into expandable segments, after any event.
+
+    The snapshot's expandable segments are the ranges mapped at the end. Undoing every
+    segment_map/segment_unmap backwards from there gives the ranges mapped when the trace
+    starts (including what was mapped before it); queries replay forwards from the
+    nearest checkpoint.
+    """
+
+    CHECKPOINT_EVERY = 256  # map/unmap operations between stored range sets
+
+    def __init__(self, device: DeviceModel) -> None:
+        trace = device.trace
+        ops = np.nonzero(np.isin(trace.action, (act.SEGMENT_MAP, act.SEGMENT_UNMAP)))[0]
+        self.op_index = ops
+        self.op_map = trace.action[ops] == act.SEGMENT_MAP
+        self.op_addr = [int(a) for a in trace.addr[ops]]
+        self.op_size = [max(int(v), 0) for v in trace.size[ops]]
+        self.op_stream = [int(v) for v in trace.stream[ops]]
+        segs = device.segments
+        self.final = {int(segs.address[k]): k for k in np.nonzero(segs.expandable)[0]}
+        self.final_stream = {int(segs.address[k]): int(segs.stream[k]) for k in self.final.values()}
+        self.final_size = {int(segs.address[k]): int(segs.total_size[k]) for k in self.final.values()}
+        ranges = dict(self.final_size)
+        for k in range(len(ops) - 1, -1, -1):  # undo, newest first
+            if self.op_map[k]:
+                ranges = _remove_range(ranges, self.op_addr[k], self.op_size[k])
+            else:
+                ranges = _add_range(ranges, self.op_addr[k], self.op_size[k])
+        self.checkpoints = [dict(ranges)]
+        for k in range(len(ops)):
+            ranges = self._apply(ranges, k)
+            if (k + 1) % self.CHECKPOINT_EVERY == 0:
+                self.checkpoints.append(dict(ranges))
+
+    def _apply(self, ranges: dict[int, int], k: int) -> dict[int, int]:
+        if self.op_map[k]:
+            return _add_range(ranges, self.op_addr[k], self.op_size[k])
+        return _remove_range(ranges, self.op_addr[k], self.op_size[k])
+
+    def ranges_at(self, i: int) -> tuple[list[int], list[int], list[int], list[int]]:
+        """(addresses, sizes, streams, final segment or NONE) mapped after event ``i``."""
+        done = int(np.searchsorted(self.op_index, i, "right"))  # operations at or before i
+        cp = done // self.CHECKPOINT_EVERY
+        ranges = dict(self.checkpoints[cp])
+        for k in range(cp * self.CHECKPOINT_EVERY, done):
+            ranges = self._apply(ranges, k)
+        addrs = sorted(ranges)
+        sizes = [ranges[a] for a in addrs]
+        streams = [self.final_stream.get(a, 0) for a in addrs]
+        # A range is the snapshot's own segment only while it has exactly that extent.
+        final = [self.final[a] if self.final_size.get(a) == ranges[a] else NONE for a in addrs]
+        return addrs, sizes, streams, final
+
+
+def _add_range(ranges: dict[int, int], addr: int, size: int) -> dict[int, int]:
+    """Union of ``ranges`` (start → size, disjoint) with [addr, addr+size), merging neighbours."""
+    if size <= 0:
+        return ranges
+    start, end = addr, addr + size
+    out = {}
+    for a, n in ranges.items():
+        if a + n < start or a > end:
+            out[a] = n
+        else:
+            start, end = min(start, a), max(end, a + n)
+    out[start] = end - start
+    return out
+
+
+def _remove_range(ranges: dict[int, int], addr: int, size: int) -> dict[int, int]:
+    """``ranges`` minus [addr, addr+size)."""
+    if size <= 0:
+        return ranges
+    cut_start, cut_end = addr, addr + size
+    out = {}
+    for a, n in ranges.items():
+        end = a + n
+        if end <= cut_start or a >= cut_end:
+            out[a] = n
+            continue
+        if a < cut_start:
+            out[a] = cut_start - a
+        if end > cut_end:
+            out[cut_end] = end - cut_end
+    return out
+
+
 class Replayer:
     """Builds :class:`AllocatorState` for any event of one device."""
 
@@ -144,16 +233,25 @@ class Replayer:
         self.life_bytes = block_bytes(device)
 
         seg_lives = device.segment_lives
+        # Expandable segments grow and shrink by segment_map/segment_unmap of address
+        # ranges that need not pair up (one unmap can cover many maps), so they are
+        # replayed as ranges (MappedRanges); only segment_alloc/free form lives here.
+        starts = device.trace.action[np.maximum(seg_lives.start, 0)] if len(seg_lives) else np.zeros(0, np.int16)
+        ends = device.trace.action[np.maximum(seg_lives.end, 0)] if len(seg_lives) else np.zeros(0, np.int16)
+        is_range_op = ((seg_lives.start != NONE) & np.isin(starts, (act.SEGMENT_MAP, act.SEGMENT_UNMAP))) | (
+            (seg_lives.end != NONE) & np.isin(ends, (act.SEGMENT_MAP, act.SEGMENT_UNMAP)))
         self._seg_start = np.where(seg_lives.start == NONE, -1, seg_lives.start)
         self._seg_end = np.where(seg_lives.end == NONE, n, seg_lives.end)
+        self._seg_end[is_range_op] = -1  # never open
+        self._seg_start[is_range_op] = n
         self.segments = IntervalIndex(self._seg_start, self._seg_end, n)
-        start_actions = device.trace.action[np.maximum(seg_lives.start, 0)] if len(seg_lives) else np.zeros(0)
-        from memtui.model import actions as act
-
-        self._seg_is_map = (seg_lives.start != NONE) & (start_actions == act.SEGMENT_MAP)
         self._seg_stream = (device.trace.stream[np.maximum(seg_lives.start, np.maximum(seg_lives.end, 0))]
                             if len(seg_lives) else np.zeros(0, np.int64))
+        self.mapped = MappedRanges(device)
         self._pre_blocks, self._pre_segments, self._seg_life_final = self._pre_trace()
+        linked = np.nonzero(device.block_life != NONE)[0]
+        self._final_of_life = np.full(len(lives), NONE, np.int64)
+        self._final_of_life[device.block_life[linked]] = linked
 
     @property
     def nbytes(self) -> int:
@@ -174,6 +272,8 @@ class Replayer:
         life_final: dict[int, int] = {}
         for s in range(len(dev.segments)):
             addr = int(dev.segments.address[s])
+            if dev.segments.expandable[s]:
+                continue  # replayed by MappedRanges
             if addr in open_lives:
                 life_final[open_lives[addr]] = s
             else:
@@ -196,20 +296,22 @@ class Replayer:
         pre_state = np.where(dev.blocks.state[pre_b] == PENDING_FREE, PENDING_FREE, ALLOCATED)
         blk_state = np.concatenate([np.where(pending, PENDING_FREE, ALLOCATED), pre_state]).astype(np.int8)
         blk_life = np.concatenate([lives, np.full(len(pre_b), NONE)]).astype(np.int64)
-        final_of_life = {int(life): b for b, life in enumerate(dev.block_life) if life != NONE}
-        blk_final = np.concatenate([
-            np.array([final_of_life.get(int(life), NONE) for life in lives], np.int64) if len(lives) else
-            np.zeros(0, np.int64), pre_b.astype(np.int64)])
+        blk_final = np.concatenate([self._final_of_life[lives], pre_b.astype(np.int64)])
 
         pre_s = self._pre_segments
-        seg_addr = _concat(dev.segment_lives.addr[seg_lives], dev.segments.address[pre_s])
-        seg_size = np.concatenate([dev.segment_lives.size[seg_lives], dev.segments.total_size[pre_s].astype(np.int64)])
+        map_addr, map_size, map_stream, map_final = self.mapped.ranges_at(i)
+        seg_addr = _concat(_concat(dev.segment_lives.addr[seg_lives], dev.segments.address[pre_s]),
+                           np.asarray(map_addr, dtype=np.int64 if not map_addr or max(map_addr) < 1 << 63 else object))
+        seg_size = np.concatenate([dev.segment_lives.size[seg_lives], dev.segments.total_size[pre_s].astype(np.int64),
+                                   np.asarray(map_size, np.int64)])
         seg_stream = np.concatenate([np.asarray(self._seg_stream[seg_lives], np.int64) if len(seg_lives) else
-                                     np.zeros(0, np.int64), dev.segments.stream[pre_s].astype(np.int64)])
-        seg_expandable = np.concatenate([self._seg_is_map[seg_lives], dev.segments.expandable[pre_s]])
+                                     np.zeros(0, np.int64), dev.segments.stream[pre_s].astype(np.int64),
+                                     np.asarray(map_stream, np.int64)])
+        seg_expandable = np.concatenate([np.zeros(len(seg_lives), bool), dev.segments.expandable[pre_s],
+                                         np.ones(len(map_addr), bool)])
         seg_final = np.concatenate([
             np.array([self._seg_life_final.get(int(s), NONE) for s in seg_lives], np.int64),
-            pre_s.astype(np.int64)])
+            pre_s.astype(np.int64), np.asarray(map_final, np.int64)])
 
         order = _argsort(seg_addr)
         seg_addr, seg_size, seg_stream = seg_addr[order], seg_size[order], seg_stream[order]
