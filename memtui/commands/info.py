@@ -74,8 +74,11 @@ def summarize(snapshot: Snapshot) -> dict:
 def render_text(snapshot: Snapshot, summary: dict) -> str:
     lines = [f"{snapshot.name}  ({format_bytes(snapshot.source_size)})"]
     if snapshot.header:
-        lines.append(f"memtui export of {snapshot.header.get('source_name', '?')}"
-                     f" filtered by {snapshot.header.get('filter') or '(no filter)'!r}")
+        header = snapshot.header
+        what = f"filter {header['filter']!r}" if header.get("filter") else "no filter"
+        if header.get("selection"):
+            what += f", selection {header['selection']}"
+        lines.append(f"memtui export of {header.get('source_name', '?')} ({what})")
     for dev in summary["devices"]:
         trace = dev["trace"]
         lines.append("")

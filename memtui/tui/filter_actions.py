@@ -98,7 +98,10 @@ class FilterActions:
             self.event_log.focus()
         had_filter = self._filter_result is not None or bool(self._filter_text)
         self._forget_filter()
-        if had_filter:
+        if not had_filter and getattr(self, "_analysis_filter", None) is not None:
+            # Esc also leaves an analysis's call-site view, the other way the log narrows.
+            self.action_show_all_events()
+        elif had_filter:
             self.event_log.set_rows(None)
             self.query_one("#events").border_title = "Events"
             self.status.say("filter cleared: every event")
