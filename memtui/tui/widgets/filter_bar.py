@@ -51,7 +51,8 @@ class FilterBar(Input):
         """Escape: drop the filter."""
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(placeholder=PLACEHOLDER, id=id)
+        # Compact: a focused Input draws a tall border that hides the text of a 1-line bar.
+        super().__init__(placeholder=PLACEHOLDER, id=id, compact=True)
 
     def open(self, text: str) -> None:
         self.add_class("-open")
