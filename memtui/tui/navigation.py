@@ -93,13 +93,3 @@ def _step_life(lives: Lifetimes, life: int, i: int, forward: bool) -> Jump:
         return Jump(None, "this is the allocation's first event")
     return Jump(None, "allocated before the trace starts: its alloc is not in the trace")
 
-
-def life_of_event(device: DeviceModel, i: int) -> tuple[Lifetimes | None, int]:
-    """The lifetimes table and life index of event ``i`` (block first, then segment)."""
-    if not 0 <= i < len(device.trace):
-        return None, NONE
-    for lives in (device.lives, device.segment_lives):
-        life = int(lives.event_life[i])
-        if life != NONE:
-            return lives, life
-    return None, NONE

@@ -79,10 +79,6 @@ class StackInspector(ScrollView, can_focus=True):
         self.options.show_native = show
         self._rebuild(keep_scroll=True)
 
-    def set_show_source(self, show: bool) -> None:
-        self.options.show_source = show
-        self._rebuild(keep_scroll=True)
-
     def _rebuild(self, keep_scroll: bool) -> None:
         self._lines = self._source(self.options) if self._source else []
         self._strips.clear()
