@@ -67,7 +67,7 @@ def build_device_view(snapshot: Snapshot, d: int) -> DeviceView:
     replayer = Replayer(device)
     before = replayer.state_at(-1)
     allocated = _allocated_curve(device, before, replayer)
-    reserved = _segment_curve(device, before)
+    reserved = replayer.reserved_curve()
     times = device.trace.time_us
     finite = times[np.isfinite(times)] if len(times) else times
     t0 = float(finite.min()) if len(finite) else math.nan
@@ -95,14 +95,6 @@ def _allocated_curve(device: DeviceModel, before: AllocatorState, replayer: Repl
     end = np.where(lives.end == NONE, n, lives.end).astype(np.int64)
     request = np.where(lives.request == NONE, n, lives.request).astype(np.int64)
     return _curve(n, before.allocated, start, np.minimum(request, end), size)
-
-
-def _segment_curve(device: DeviceModel, before: AllocatorState) -> np.ndarray:
-    n = len(device.trace)
-    lives = device.segment_lives
-    start = np.where(lives.start == NONE, -1, lives.start).astype(np.int64)
-    end = np.where(lives.end == NONE, n, lives.end).astype(np.int64)
-    return _curve(n, before.reserved, start, end, lives.size.astype(np.int64))
 
 
 def _annotation_marks(snapshot: Snapshot, device: DeviceModel) -> AnnotationMarks:
