@@ -3,19 +3,18 @@
 Each worker opens one file at a time and sends back only its summary (kilobytes), so
 the parent never holds more than the summaries. Workers are bounded by the cores and
 by the number of files; one file is summarised in-process, which avoids starting a
-pool for nothing.
+pool for nothing. The work itself is spread by :mod:`memtui.fleet`.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from functools import partial
 
-from memtui.analysis.ranks import rank_from_name, rank_summary
+from memtui.analysis.ranks import rank_from_name
 from memtui.errors import UsageError
+from memtui.fleet.collect import collect_summaries
+from memtui.fleet.runners import local_runner
 
 SNAPSHOT_SUFFIXES = (".pickle", ".pkl", ".pt", ".msgpack", ".mpk")
 COMPRESSED_SUFFIXES = ("", ".gz", ".xz", ".bz2", ".zst")
@@ -53,32 +52,18 @@ def default_workers() -> int:
 
 
 def summarize_files(paths: list[str], workers: int | None = None, depth: int = 1,
-                    progress: ProgressFn | None = None) -> list[dict]:
-    """Summaries of ``paths``, in the same order; a file that fails gives an error summary."""
-    workers = max(1, min(workers or default_workers(), len(paths)))
-    results: list[dict | None] = [None] * len(paths)
-    failed = 0
-    if progress:
-        progress(0, len(paths), 0)
-    if workers == 1:
-        for i, path in enumerate(paths):
-            results[i] = rank_summary(path, depth)
-            failed += bool(results[i].get("error"))
-            if progress:
-                progress(i + 1, len(paths), failed)
-        return results  # type: ignore[return-value]
-    # Spawned workers: the caller may have threads (the TUI), which a forked child would inherit broken.
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = {pool.submit(partial(rank_summary, depth=depth), path): i for i, path in enumerate(paths)}
-        for done, future in enumerate(as_completed(futures), 1):
-            i = futures[future]
-            try:
-                results[i] = future.result()
-            except Exception as exc:  # a worker that died (out of memory, killed) is one failed file
-                results[i] = {"file": paths[i], "rank": rank_from_name(paths[i]),
-                              "error": f"worker failed: {type(exc).__name__}: {exc}"}
-            failed += bool(results[i].get("error"))
-            if progress:
-                progress(done, len(paths), failed)
-    return results  # type: ignore[return-value]
+                    progress: ProgressFn | None = None, *, cache=None, runner=None) -> list[dict]:
+    """Summaries of ``paths``, in the same order; a file that fails gives an error summary.
+
+    ``cache`` (a :class:`memtui.cache.summaries.SummaryCache`) supplies and keeps
+    summaries of unchanged files; ``runner`` (see :mod:`memtui.fleet.runners`) replaces
+    the local pool, e.g. with a Dask cluster, and is left open for the caller to close.
+    """
+    own_runner = runner is None
+    if own_runner:
+        runner = local_runner(max(1, min(workers or default_workers(), len(paths))))
+    try:
+        return collect_summaries(paths, depth, runner, cache, progress)
+    finally:
+        if own_runner:
+            runner.close()

@@ -45,6 +45,14 @@ def summary_key(path: str | os.PathLike, depth: int) -> str:
     return file_fingerprint(path, f"rank-summary:{SUMMARY_VERSION}:{depth}:{__version__}", SUMMARY_EDGE)
 
 
+def default_summary_cache() -> SummaryCache | None:
+    """The summary cache beside the model cache this command uses (None with ``--no-cache``)."""
+    from memtui.model import get_default_cache
+
+    model_cache = get_default_cache()
+    return None if model_cache is None else SummaryCache(model_cache.root)
+
+
 def _stderr_warning(message: str) -> None:
     print(f"memtui: {message}", file=sys.stderr)
 
@@ -57,6 +65,7 @@ class SummaryCache:
         self.folder = os.path.join(self.root, "summaries", f"v{SUMMARY_VERSION}")
         self.disabled = False
         self.written = 0
+        self.hits = 0
         self._warn = warn
 
     def entry_path(self, key: str) -> str:
@@ -84,6 +93,7 @@ class SummaryCache:
             _remove(entry)
             return None
         _touch(entry)
+        self.hits += 1
         return {**summary, "file": path, "rank": rank_from_name(path)}
 
     def store(self, key: str, summary: dict) -> None:

@@ -2,48 +2,107 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
 from memtui.analysis.rank_files import default_workers, find_rank_files, summarize_files
+from memtui.analysis.rank_overview import group_outliers, peak_histogram
 from memtui.analysis.ranks import compare_ranks
+from memtui.cache.summaries import default_summary_cache
 from memtui.commands._common import add_json_flag, print_json
+from memtui.commands._ranks_overview import group_lines, histogram_lines, shortened
 from memtui.commands._report import add_depth_option, check_depth, signed_bytes
 from memtui.errors import UsageError
+from memtui.fleet.runners import local_runner
 from memtui.units import format_bytes
 
 NAME = "ranks"
 HELP = ("Compare one snapshot per rank (files or a directory): peak allocated, reserved, OOMs, events, and the "
         "call sites where a rank differs from the median rank; flags the outlier rank.")
 SITES_SHOWN = 15
+SCHEDULER_ENV = "MEMTUI_DASK_SCHEDULER"
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("inputs", nargs="+", metavar="FILE|DIR", help="rank snapshots, or a directory of them")
     parser.add_argument("--workers", type=int, default=None,
                         help=f"worker processes (default: one per core, here {default_workers()})")
+    parser.add_argument("--cluster", metavar="ADDRESS", default=None,
+                        help="compute the summaries on a Dask cluster whose workers see these files: a scheduler "
+                             "address (tcp://host:8786), or local:N for N local worker processes "
+                             f"(default: ${SCHEDULER_ENV} if set; needs pip install 'memtui[cluster]')")
     parser.add_argument("--at", choices=("peak", "end"), default="peak",
                         help="compare call sites at each rank's peak (default) or at snapshot time")
     add_depth_option(parser)
     add_json_flag(parser)
+    parser.add_argument("--tui", action="store_true",
+                        help="browse the ranks in the explorer; Enter opens a rank's snapshot")
 
 
 def run(args) -> int:
     if args.workers is not None and args.workers < 1:
         raise UsageError("--workers must be at least 1")
+    if args.tui and args.json:
+        raise UsageError("--tui and --json do not go together")
+    depth = check_depth(args.depth)
+    cluster = args.cluster or os.environ.get(SCHEDULER_ENV) or None
+    if cluster and args.workers is not None:
+        raise UsageError("--workers is for local worker processes; a --cluster brings its own workers")
     files = find_rank_files(args.inputs)
-    progress = ProgressLine() if sys.stderr.isatty() else None
-    summaries = summarize_files(files, args.workers, check_depth(args.depth), progress)
-    if progress:
-        progress.clear()
+    cache = default_summary_cache()
+    runner = open_runner(cluster, args.workers, len(files))
+    try:
+        if args.tui:
+            from memtui.tui.ranks_app import run_ranks_app
+
+            return run_ranks_app(files, depth, runner, cache, args.at)
+        progress = ProgressLine() if sys.stderr.isatty() else None
+        summaries = summarize_files(files, depth=depth, progress=progress, cache=cache, runner=runner)
+        if progress:
+            progress.clear()
+    finally:
+        runner.close()
     result = compare_ranks(summaries, args.at)
+    groups, histogram = group_outliers(result), peak_histogram(result)
     if args.json:
-        print_json(result)
+        print_json({**result, "outlier_groups": groups, "histogram": histogram})
     else:
-        print("\n".join(render(result, args.at)))
+        print("\n".join(render_overview(result, groups, histogram, args.at)))
+    if sys.stderr.isatty() and cache is not None and cache.hits:
+        print(f"memtui: {cache.hits:,} of {len(files):,} summaries from the cache in {cache.folder}", file=sys.stderr)
     if not result["ranks"]:
         raise UsageError("no rank file could be read")
     return 0
+
+
+def open_runner(cluster: str | None, workers: int | None, files: int):
+    """Where the summaries are computed: a Dask cluster, else local processes bounded by cores."""
+    if cluster:
+        from memtui.fleet.dask_runner import DaskRunner
+
+        return DaskRunner(cluster)
+    return local_runner(max(1, min(workers or default_workers(), files)))
+
+
+def render_overview(result: dict, groups: list[dict], histogram: list[dict], moment: str = "peak",
+                    with_table: bool = True) -> list[str]:
+    """The table (with many ranks: the outliers and the median rank), the histogram, the groups;
+    without the table where the ranks are listed elsewhere (the explorer's ranks screen)."""
+    shown, rows_left_out, outliers_left_out = shortened(result)
+    lines = render(shown, moment)
+    if outliers_left_out:
+        last = max(i for i, line in enumerate(lines) if line.startswith("outlier: "))
+        lines.insert(last + 1, f"... and {outliers_left_out:,} more outlier ranks (grouped below)")
+    if not with_table:
+        lines = [line for line in lines[len(shown["ranks"]) + 1:] if line.strip()]
+    elif rows_left_out:
+        lines.insert(len(shown["ranks"]) + 1, f"  ... {rows_left_out:,} more ranks not listed (--json lists all, "
+                                                "--tui browses them)")
+    for block in (histogram_lines(histogram, len(result["ranks"])), group_lines(groups)):
+        if block:
+            lines += [""] + block
+    return lines
 
 
 class ProgressLine:
