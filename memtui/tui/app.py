@@ -49,6 +49,7 @@ class MemtuiApp(App[int]):
         self.snapshot: Snapshot | None = None
         self.load_error: str | None = None
         self.loading = False
+        self._opening_another = False  # a load asked for by open_file: a failure must not end the app
 
     # -- loading ---------------------------------------------------------------------
     def _source_name_and_size(self) -> tuple[str, int]:
@@ -119,6 +120,11 @@ class MemtuiApp(App[int]):
 
     def on_load_failed(self, message: LoadFailed) -> None:
         self.loading = False
+        if self._opening_another:
+            self._opening_another = False
+            self.pop_screen()  # the loading screen; what was open stays open
+            self.notify(message.message, severity="error", timeout=8)
+            return
         self.load_error = message.message
         self.exit(return_code=message.exit_code)
 
@@ -127,7 +133,30 @@ class MemtuiApp(App[int]):
 
         self.loading = False
         self.snapshot = message.snapshot
-        self.switch_screen(MainScreen(message.snapshot, message.view, show_source=self._show_source))
+        main = MainScreen(message.snapshot, message.view, show_source=self._show_source)
+        if self._opening_another:
+            self._opening_another = False
+            self.pop_screen()  # the loading screen
+            if not isinstance(self.screen, MainScreen):  # e.g. the list of ranks it was chosen from
+                self.push_screen(main)
+                return
+        self.switch_screen(main)
+
+    def open_file(self, path: str | os.PathLike, device: int | None = None) -> None:
+        """Open another snapshot (a rank chosen from the ranks screen) in place of the one
+        shown, or over the current screen when no snapshot is shown; if it cannot be opened,
+        say why and keep what was there."""
+        from memtui.tui.screens.loading import LoadingScreen
+
+        if self.loading:
+            self.notify("a snapshot is still loading", severity="warning")
+            return
+        self._source, self._device = path, device
+        self._opening_another = True
+        name, size = self._source_name_and_size()
+        self.push_screen(LoadingScreen(name, size))
+        self.loading = True
+        self._load()
 
     # -- app-wide actions ------------------------------------------------------------------
     def action_help(self) -> None:

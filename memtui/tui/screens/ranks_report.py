@@ -1,7 +1,8 @@
 """Ranks: the open snapshot next to its sibling rank files (same name, other rank numbers).
 
-Summaries are computed in worker processes; the open file's own summary comes from the
-snapshot already loaded. Enter on the open file's rank goes to its peak.
+Summaries are computed in worker processes, or read from the summary cache; the open
+file's own summary comes from the snapshot already loaded. Enter on the open file's rank
+goes to its peak, on another rank opens that rank's snapshot in its place.
 """
 
 from __future__ import annotations
@@ -9,8 +10,11 @@ from __future__ import annotations
 import os
 import re
 
+from textual.widgets import DataTable
+
 from memtui.analysis.rank_files import summarize_files
 from memtui.analysis.ranks import compare_ranks, rank_from_name, summarize_snapshot
+from memtui.cache.summaries import default_summary_cache
 from memtui.commands.ranks import render
 from memtui.errors import UsageError
 from memtui.tui.analysis_jumps import AnalysisJump, event_jump
@@ -34,19 +38,21 @@ def sibling_rank_files(path: str) -> list[str]:
 class RanksReportScreen(AnalysisScreen):
     TITLE_TEXT = "Ranks"
     COLUMNS = ("rank", "peak allocated", "peak reserved", "OOMs", "events", "", "file")
-    HINT = "Enter on the open file's rank: go to its peak · Esc: close"
+    HINT = "Enter: the open file's peak, or open another rank's snapshot · Esc: close"
 
     def __init__(self, view: DeviceView, depth: int = 1) -> None:
         super().__init__()
         self.view = view
         self.depth = depth
+        self.files: list[str] = []
 
     def compute(self) -> dict:
         snapshot = self.view.snapshot
         path = os.path.abspath(snapshot.source_path)
         others = [p for p in sibling_rank_files(path) if p != path]
         own = {"file": path, "error": None, "rank": rank_from_name(path), **summarize_snapshot(snapshot, self.depth)}
-        summaries = [own] + (summarize_files(others, depth=self.depth) if others else [])
+        cache = default_summary_cache()
+        summaries = [own] + (summarize_files(others, depth=self.depth, cache=cache) if others else [])
         summaries.sort(key=lambda s: (s.get("rank") is None, s.get("rank") or 0, s["file"]))
         return compare_ranks(summaries)
 
@@ -54,14 +60,23 @@ class RanksReportScreen(AnalysisScreen):
         own = os.path.abspath(self.view.snapshot.source_path)
         report = "\n".join(line for line in render(result)[len(result["ranks"]) + 1:] if line.strip())
         rows: list[Row] = []
+        self.files = [r["file"] for r in result["ranks"]]
         for r in result["ranks"]:
             jump: AnalysisJump | None
             if r["file"] == own:
                 peak = int(self.view.allocated.argmax()) if self.view.n_events else None
                 jump = event_jump(peak, f"rank {r['rank']}: peak allocated") if peak is not None else None
             else:
-                jump = AnalysisJump(None, message=f"another rank: open it with  memtui {r['file']}")
+                jump = AnalysisJump(None, message=f"rank {r['rank']}: {r['file']}")
             rows.append(((str(r["rank"]), format_bytes(r["peak_allocated"]), format_bytes(r["peak_reserved"]),
                           str(r["ooms"]), f"{r['events']:,}", "outlier" if r["outlier"] else "",
                           os.path.basename(r["file"]) + ("  (open)" if r["file"] == own else "")), jump))
         return report, rows
+
+    def on_data_table_row_selected(self, message: DataTable.RowSelected) -> None:
+        row = message.cursor_row
+        own = os.path.abspath(self.view.snapshot.source_path)
+        if 0 <= row < len(self.files) and self.files[row] != own and hasattr(self.app, "open_file"):
+            message.prevent_default()  # not a jump in this snapshot: another snapshot
+            self.dismiss(None)
+            self.app.open_file(self.files[row])
