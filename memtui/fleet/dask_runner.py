@@ -9,6 +9,7 @@ kilobytes travel back.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from collections.abc import Callable, Sequence
 
@@ -20,11 +21,23 @@ LOCAL_PREFIX = "local:"
 CONNECT_TIMEOUT_S = 10
 
 
+def require_distributed() -> None:
+    """Fail at once, with what to install, when Dask is missing (without importing it: that
+    takes a second or two, and a run whose summaries are all cached never needs it)."""
+    try:
+        found = importlib.util.find_spec("distributed") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise MissingDependencyError(f"--cluster needs Dask, which is not installed: {INSTALL_HINT}")
+
+
 def import_distributed():
+    require_distributed()
     try:
         import distributed
-    except ImportError:
-        raise MissingDependencyError(f"--cluster needs Dask, which is not installed: {INSTALL_HINT}") from None
+    except ImportError as exc:
+        raise MissingDependencyError(f"--cluster needs Dask, which failed to import ({exc}): {INSTALL_HINT}") from None
     return distributed
 
 
@@ -47,29 +60,44 @@ def local_worker_count(address: str) -> int | None:
 
 
 class DaskRunner:
-    """Tasks on a Dask cluster; one task per file, as many at once as the cluster has threads."""
+    """Tasks on a Dask cluster; one task per file, as many at once as the cluster has threads.
+
+    The address is checked at once, but the cluster is reached (or started) only when the
+    first file needs a summary: a run that finds every summary cached starts nothing.
+    """
 
     def __init__(self, address: str) -> None:
-        distributed = import_distributed()
-        self._distributed = distributed
-        self._cluster = None
-        local = local_worker_count(address)
-        if local is not None:
+        require_distributed()
+        self.address = address
+        self._local = local_worker_count(address)
+        if self._local is not None:
+            self.description = f"a local Dask cluster of {self._local} worker processes"
+        else:
+            self.description = f"the Dask cluster at {address}"
+        self._distributed = None
+        self._client = self._cluster = None
+        self.workers = self._local or 1
+        self.scheduler_address: str | None = None
+
+    def connect(self) -> None:
+        if self._client is not None:
+            return
+        distributed = self._distributed = import_distributed()
+        if self._local is not None:
             # One thread per worker process: a summary holds the whole decoded snapshot in
             # memory (several times the file's size), and decoding holds the GIL anyway.
             try:
-                self._cluster = distributed.LocalCluster(n_workers=local, threads_per_worker=1, processes=True,
-                                                         dashboard_address=None, silence_logs=logging.ERROR)
+                self._cluster = distributed.LocalCluster(n_workers=self._local, threads_per_worker=1,
+                                                         processes=True, dashboard_address=None,
+                                                         silence_logs=logging.ERROR)
             except Exception as exc:  # e.g. worker processes that cannot start: one line, not a traceback
-                raise MemtuiError(f"cannot start a local Dask cluster of {local} workers ({exc})") from None
+                raise MemtuiError(f"cannot start {self.description} ({exc})") from None
             self._client = distributed.Client(self._cluster)
-            self.description = f"a local Dask cluster of {local} worker processes"
         else:
             try:
-                self._client = distributed.Client(address, timeout=CONNECT_TIMEOUT_S)
+                self._client = distributed.Client(self.address, timeout=CONNECT_TIMEOUT_S)
             except (OSError, TimeoutError, ValueError) as exc:
-                raise UsageError(f"cannot reach the Dask scheduler at {address} ({exc})") from None
-            self.description = f"the Dask cluster at {address}"
+                raise UsageError(f"cannot reach the Dask scheduler at {self.address} ({exc})") from None
         try:
             self._check_workers()
         except BaseException:
@@ -94,6 +122,7 @@ class DaskRunner:
                              "install the same version on them")
 
     def map_unordered(self, fn: Callable, items: Sequence) -> Outcome:
+        self.connect()
         futures = self._client.map(fn, list(items), pure=False)
         position = {future.key: i for i, future in enumerate(futures)}
         try:
@@ -107,7 +136,7 @@ class DaskRunner:
             self._client.cancel([f for f in futures if not f.done()])
 
     def close(self) -> None:
-        client, cluster = getattr(self, "_client", None), self._cluster
+        client, cluster = self._client, self._cluster
         self._client = self._cluster = None
         if client is not None:
             client.close()

@@ -34,6 +34,7 @@ def cluster():
     from memtui.fleet.dask_runner import DaskRunner
 
     runner = DaskRunner("local:2")
+    runner.connect()
     yield runner
     runner.close()
 
