@@ -110,23 +110,38 @@ class AllocatorState:
         return np.nonzero(self.blk_segment == s)[0]
 
     def free_per_segment(self) -> tuple[np.ndarray, np.ndarray]:
-        """(free bytes, largest free run) of each segment: the gaps between live blocks."""
+        """(free bytes, largest free run) of each segment: the gaps between live blocks.
+
+        Vectorised over all blocks at once. Blocks are sorted by address and segments
+        too, so a segment's blocks are consecutive; a block's gap is its offset minus the
+        furthest end of the blocks before it in its segment, and the tail gap runs from
+        the furthest end to the segment's end.
+        """
         n = len(self.seg_addr)
         free_total = self.seg_size.astype(np.int64).copy()
         largest = np.zeros(n, np.int64)
         if n == 0:
             return free_total, largest
-        inside = self.blk_segment != NONE
-        np.subtract.at(free_total, self.blk_segment[inside], self.blk_size[inside].astype(np.int64))
-        for s in range(n):
-            blocks = self.segment_blocks(s)
-            start = int(self.seg_addr[s])
-            cursor, best = start, 0
-            for b in blocks:
-                a = int(self.blk_addr[b])
-                best = max(best, a - cursor)
-                cursor = max(cursor, a + int(self.blk_size[b]))
-            largest[s] = max(best, start + int(self.seg_size[s]) - cursor)
+        inside = np.nonzero(self.blk_segment != NONE)[0]
+        seg = self.blk_segment[inside].astype(np.int64)
+        if self.blk_addr.dtype == object or self.seg_addr.dtype == object:
+            offset = np.array([int(b) - int(self.seg_addr[s]) for b, s in zip(self.blk_addr[inside], seg)], np.int64)
+        else:
+            offset = self.blk_addr[inside].astype(np.int64) - self.seg_addr.astype(np.int64)[seg]
+        size = self.blk_size[inside].astype(np.int64)
+        np.subtract.at(free_total, seg, size)
+        end = offset + size
+        # A running maximum that restarts per segment: lift each segment above the last.
+        lift = seg * (int(end.max(initial=0)) + 1)
+        furthest = np.maximum.accumulate(end + lift) - lift
+        before = np.zeros(len(inside), np.int64)
+        if len(inside) > 1:
+            same = seg[1:] == seg[:-1]
+            before[1:] = np.where(same, furthest[:-1], 0)
+        np.maximum.at(largest, seg, offset - before)
+        tail_start = np.zeros(n, np.int64)
+        np.maximum.at(tail_start, seg, end)
+        return free_total, np.maximum(largest, self.seg_size.astype(np.int64) - tail_start)
         return free_total, largest
 
 

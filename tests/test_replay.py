@@ -46,3 +46,29 @@ def test_range_arithmetic():
     assert ranges == {100: 20, 150: 50}
     assert _remove_range(ranges, 0, 1000) == {}
     assert _add_range(ranges, 110, 60) == {100: 100}
+
+
+def _free_by_walking(state):
+    """Reference: walk each segment's blocks in address order."""
+    free, largest = [], []
+    for s in range(len(state.seg_addr)):
+        start = cursor = int(state.seg_addr[s])
+        best, used = 0, 0
+        for b in state.segment_blocks(s):
+            a = int(state.blk_addr[b])
+            best = max(best, a - cursor)
+            cursor = max(cursor, a + int(state.blk_size[b]))
+            used += int(state.blk_size[b])
+        free.append(int(state.seg_size[s]) - used)
+        largest.append(max(best, start + int(state.seg_size[s]) - cursor))
+    return free, largest
+
+
+@pytest.mark.parametrize("path", every_real_file())
+def test_free_per_segment_matches_a_walk(path):
+    dev = open_snapshot(path).devices[0]
+    replayer = Replayer(dev)
+    for i in np.linspace(0, max(len(dev.trace) - 1, 0), 12).astype(int):
+        state = replayer.state_at(int(i))
+        free, largest = state.free_per_segment()
+        assert (free.tolist(), largest.tolist()) == _free_by_walking(state)
