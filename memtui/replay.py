@@ -142,7 +142,6 @@ class AllocatorState:
         tail_start = np.zeros(n, np.int64)
         np.maximum.at(tail_start, seg, end)
         return free_total, np.maximum(largest, self.seg_size.astype(np.int64) - tail_start)
-        return free_total, largest
 
 
 class MappedRanges:
