@@ -81,33 +81,43 @@ def compute_lifetimes(
     n = len(action)
     event_version = np.full(n, NONE, np.int32)
     event_life = np.full(n, NONE, np.int32)
-    idx = np.nonzero(np.isin(action, start_codes + request_codes + end_codes))[0]
+    # Positions fit 32 bits (numpy's own 64-bit indices are converted at once): with ten
+    # million events every temporary here is 40 MB instead of 80, and each is dropped as
+    # soon as the next step no longer needs it.
+    pos = np.int32 if n < 2**31 else np.int64
+    idx = np.flatnonzero(np.isin(action, start_codes + request_codes + end_codes)).astype(pos)
     if len(idx) == 0:
         empty = np.zeros(0, np.int64)
         return Lifetimes(addr[:0], empty.astype(np.int32), empty, empty, empty, empty, event_version, event_life)
 
     codes = sort_codes(addr[idx])
-    order = np.lexsort((idx, codes))
-    sorted_idx = idx[order]
+    order = np.argsort(codes, kind="stable")  # idx ascends, so ties keep trace order
     sorted_codes = codes[order]
+    del codes
+    sorted_idx = idx[order]
+    del order, idx
     sorted_action = action[sorted_idx]
 
-    is_end = np.isin(sorted_action, end_codes)
     new_addr = np.ones(len(sorted_idx), bool)
     new_addr[1:] = sorted_codes[1:] != sorted_codes[:-1]
-    ends_before = np.cumsum(is_end) - is_end
-    run = np.cumsum(new_addr) - 1
-    version = ends_before - ends_before[np.nonzero(new_addr)[0]][run]
+    del sorted_codes
+    is_end = np.isin(sorted_action, end_codes)
+    ends_before = np.cumsum(is_end, dtype=pos) - is_end
+    del is_end
+    run = np.cumsum(new_addr, dtype=pos) - 1
+    version = ends_before - ends_before[np.flatnonzero(new_addr)][run]
+    del ends_before, run
 
-    new_life = new_addr.copy()
+    new_life = new_addr
     new_life[1:] |= version[1:] != version[:-1]
-    life = np.cumsum(new_life) - 1
+    life = np.cumsum(new_life, dtype=pos) - 1
     n_lives = int(life[-1]) + 1
-    first = np.nonzero(new_life)[0]
+    first = np.flatnonzero(new_life)
+    del new_life, new_addr
 
     def first_of(codes_wanted: tuple[int, ...]) -> np.ndarray:
         out = np.full(n_lives, NONE, np.int64)
-        m = np.nonzero(np.isin(sorted_action, codes_wanted))[0][::-1]
+        m = np.flatnonzero(np.isin(sorted_action, codes_wanted))[::-1]
         out[life[m]] = sorted_idx[m]  # reversed, so the earliest event wins
         return out
 

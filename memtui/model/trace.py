@@ -95,34 +95,64 @@ class _LocalStrings:
         return np.asarray([strings.intern(v) for v in self.values] or [0], np.int32)
 
 
+_BLOCK_ROWS = 1 << 20
+
+
 class _Column:
-    """Batches of one column: numpy chunks while values are plain, raw lists otherwise."""
+    """Batches of one column, copied into blocks of a million rows while values are plain.
+
+    Large blocks rather than one small array per batch: ten thousand small arrays would
+    scatter over the heap, and freeing them would not give the memory back.
+    A batch numpy cannot take as it is switches the column to raw lists.
+    """
 
     def __init__(self, dtype: type) -> None:
         self.dtype = dtype
-        self.chunks: list[object] = []
-        self.raw = False  # some batch held values numpy could not take as they are
+        self.blocks: list[np.ndarray] = []
+        self.filled = 0  # rows used in the last block
+        self.raw: list | None = None  # every value so far, once a batch was not plain
 
     def add(self, values: list, strict: bool) -> None:
-        try:
-            self.chunks.append(np.array(values, self.dtype))
-        except (OverflowError, TypeError, ValueError):
-            if strict:
-                raise UnplainValue("a numeric field holds a value that is not a plain number") from None
-            self.raw = True
-            self.chunks.append(values)
+        if self.raw is None:
+            try:
+                array = np.array(values, self.dtype)
+            except (OverflowError, TypeError, ValueError):
+                if strict:
+                    raise UnplainValue("a numeric field holds a value that is not a plain number") from None
+                self.raw = self._as_list()
+                self.blocks = []
+            else:
+                self._append(array)
+                return
+        self.raw.extend(values)
 
-    def values(self) -> list:
+    def _append(self, array: np.ndarray) -> None:
+        start = 0
+        while start < len(array):
+            if not self.blocks or self.filled == len(self.blocks[-1]):
+                self.blocks.append(np.empty(_BLOCK_ROWS, self.dtype))
+                self.filled = 0
+            block = self.blocks[-1]
+            n = min(len(array) - start, len(block) - self.filled)
+            block[self.filled:self.filled + n] = array[start:start + n]
+            self.filled += n
+            start += n
+
+    def _as_list(self) -> list:
         out: list = []
-        for chunk in self.chunks:
-            out.extend(chunk.tolist() if isinstance(chunk, np.ndarray) else chunk)
+        for i, block in enumerate(self.blocks):
+            out.extend(block[: self.filled if i == len(self.blocks) - 1 else len(block)].tolist())
         return out
 
+    def values(self) -> list:
+        return self.raw if self.raw is not None else self._as_list()
+
     def concatenate(self) -> np.ndarray:
-        if not self.chunks:
+        if not self.blocks:
             return np.zeros(0, self.dtype)
-        out = np.concatenate(self.chunks) if len(self.chunks) > 1 else self.chunks[0]
-        self.chunks = []
+        self.blocks[-1] = self.blocks[-1][: self.filled]
+        out = np.concatenate(self.blocks) if len(self.blocks) > 1 else self.blocks[0].copy()
+        self.blocks = []
         return out
 
 
@@ -139,10 +169,10 @@ class TraceBuilder:
         self.where = where
         self.strict = strict
         self.count = 0
-        self._action: list[np.ndarray] = []
-        self._stack: list[np.ndarray] = []
-        self._ctx: list[np.ndarray] = []
-        self._meta: list[np.ndarray] = []
+        self._action = _Column(np.int16)
+        self._stack = _Column(np.int32)
+        self._ctx = _Column(np.int32)
+        self._meta = _Column(np.int32)
         self._ints = {name: _Column(np.int64) for _, _, name, _ in _INT_FIELDS}
         self._device_free = _Column(np.int64)
         self._time = _Column(np.float64)
@@ -162,15 +192,15 @@ class TraceBuilder:
         if strict and any(() in e for e in entries):
             raise UnplainValue("a trace entry has a key that is not a string")
         codes = self._codes
-        self._action.append(np.fromiter(
+        self._action._append(np.fromiter(
             (codes[a] if a in codes else self._new_code(a) for a in [e.get("action") for e in entries]),
             np.int16, len(entries)))
-        self._stack.append(self._stacks_of(entries))
+        self._stack._append(self._stacks_of(entries))
         for key, default, name, _ in _INT_FIELDS:
             self._ints[name].add([e.get(key, default) for e in entries], strict)
         self._time.add([e.get("time_us") for e in entries], strict)
-        self._ctx.append(self._ctx_strings.column([e.get("compile_context", "") for e in entries], strict))
-        self._meta.append(self._meta_strings.column([e.get("user_metadata", "") for e in entries], strict))
+        self._ctx._append(self._ctx_strings.column([e.get("compile_context", "") for e in entries], strict))
+        self._meta._append(self._meta_strings.column([e.get("user_metadata", "") for e in entries], strict))
         self._device_free.add([e.get("device_free", NO_VALUE) for e in entries], strict)
         self.count += len(entries)
 
@@ -203,33 +233,28 @@ class TraceBuilder:
         for _, default, name, wide in _INT_FIELDS:
             ints[name] = self._int_column(self._ints[name], name, warnings, default, wide)
         time_col = self._time
-        time_us = float_column(time_col.values(), "time_us", warnings) if time_col.raw else time_col.concatenate()
+        time_us = float_column(time_col.values(), "time_us", warnings) if time_col.raw is not None \
+            else time_col.concatenate()
         device_free = self._int_column(self._device_free, "device_free", warnings, NO_VALUE, False)
         ctx_ids = self._ctx_strings.to_global(self.tables.strings)
         meta_ids = self._meta_strings.to_global(self.tables.strings)
         return TraceColumns(
-            action=_concat(self._action, np.int16),
+            action=self._action.concatenate(),
             addr=ints["addr"],
             size=ints["size"],
             stream=ints["stream"],
             time_us=time_us.astype(np.float64, copy=False),
-            stack=_concat(self._stack, np.int32),
-            ctx=ctx_ids[_concat(self._ctx, np.int32)],
-            meta=meta_ids[_concat(self._meta, np.int32)],
+            stack=self._stack.concatenate(),
+            ctx=ctx_ids[self._ctx.concatenate()],
+            meta=meta_ids[self._meta.concatenate()],
             device_free=device_free,
         )
 
     @staticmethod
     def _int_column(column: _Column, name: str, warnings: list[str], default: int, wide: bool) -> np.ndarray:
-        if column.raw:
+        if column.raw is not None:
             return int_column(column.values(), name, warnings, default, wide=wide)
         return column.concatenate()
-
-
-def _concat(chunks: list[np.ndarray], dtype: type) -> np.ndarray:
-    if not chunks:
-        return np.zeros(0, dtype)
-    return np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
 
 
 def build_trace(entries: list, tables: ModelTables, where: str) -> TraceColumns:
