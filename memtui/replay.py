@@ -340,33 +340,6 @@ class Replayer:
     def allocated_at(self, i: int) -> int:
         return self.state_at(i).allocated
 
-    def reserved_curve(self) -> np.ndarray:
-        """Reserved bytes after every event: ``state_at(i).reserved`` for all ``i`` in one pass."""
-        n = self.n_events
-        dev = self.device
-        size = dev.segment_lives.size.astype(np.int64)
-        start, end = self._seg_start, self._seg_end
-        delta = np.zeros(n + 1, np.int64)
-        opens = (start >= 0) & (start < n) & (end > start)
-        np.add.at(delta, start[opens], size[opens])
-        closes = (end >= 0) & (end < n) & (end > start)
-        np.add.at(delta, end[closes], -size[closes])
-        baseline = int(size[(start < 0) & (end > start)].sum())
-        baseline += int(dev.segments.total_size[self._pre_segments].sum()) if len(self._pre_segments) else 0
-        curve = baseline + np.cumsum(delta[:n])
-        mapped = self.mapped
-        if len(mapped.op_index):
-            ranges = dict(mapped.checkpoints[0])
-            totals = [sum(ranges.values())]
-            for k in range(len(mapped.op_index)):
-                ranges = mapped._apply(ranges, k)
-                totals.append(sum(ranges.values()))
-            done = np.searchsorted(mapped.op_index, np.arange(n), "right")  # operations at or before i
-            curve += np.asarray(totals, np.int64)[done]
-        else:
-            curve += sum(mapped.checkpoints[0].values())
-        return curve
-
 
 def block_bytes(device: DeviceModel) -> np.ndarray:
     """Bytes each life occupies in its segment.

@@ -11,9 +11,9 @@ from functools import cached_property
 
 import numpy as np
 
+from memtui.analysis.live import allocated_curve, reserved_curve
 from memtui.model import DeviceModel, Snapshot
-from memtui.model.lifetimes import NONE
-from memtui.replay import AllocatorState, Replayer
+from memtui.replay import Replayer
 
 
 @dataclass
@@ -65,36 +65,12 @@ class DeviceView:
 def build_device_view(snapshot: Snapshot, d: int) -> DeviceView:
     device = snapshot.devices[d]
     replayer = Replayer(device)
-    before = replayer.state_at(-1)
-    allocated = _allocated_curve(device, before, replayer)
-    reserved = replayer.reserved_curve()
+    allocated = allocated_curve(device)
+    reserved = reserved_curve(device)
     times = device.trace.time_us
     finite = times[np.isfinite(times)] if len(times) else times
     t0 = float(finite.min()) if len(finite) else math.nan
     return DeviceView(snapshot, device, replayer, allocated, reserved, t0, _annotation_marks(snapshot, device))
-
-
-def _curve(n: int, baseline: int, enter: np.ndarray, leave: np.ndarray, size: np.ndarray) -> np.ndarray:
-    """Bytes held after each event, for intervals [enter, leave) (enter < 0: held from the start)."""
-    delta = np.zeros(n + 1, np.int64)
-    starts = enter >= 0
-    np.add.at(delta, enter[starts], size[starts])
-    ends = leave < n
-    np.add.at(delta, leave[ends], -size[ends])
-    return baseline + np.cumsum(delta[:n])
-
-
-def _allocated_curve(device: DeviceModel, before: AllocatorState, replayer: Replayer) -> np.ndarray:
-    # Same rule as Replayer.state_at: a life is allocated from its alloc until its free is
-    # requested. The state before the first event already holds everything that began
-    # before the trace, so it is the baseline.
-    n = len(device.trace)
-    lives = device.lives
-    size = replayer.life_bytes
-    start = np.where(lives.start == NONE, -1, lives.start).astype(np.int64)
-    end = np.where(lives.end == NONE, n, lives.end).astype(np.int64)
-    request = np.where(lives.request == NONE, n, lives.request).astype(np.int64)
-    return _curve(n, before.allocated, start, np.minimum(request, end), size)
 
 
 def _annotation_marks(snapshot: Snapshot, device: DeviceModel) -> AnnotationMarks:
