@@ -37,7 +37,8 @@ MANIFEST = "bench-manifest.json"
 
 def make_rank_set(folder: Path, source: Path, ranks: int, odd: int) -> list[Path]:
     """The rank files, made again only when the folder holds another set."""
-    wanted = {"source": str(source), "source_mtime": source.stat().st_mtime_ns, "ranks": ranks, "odd": odd}
+    wanted = {"source": str(source), "source_mtime": source.stat().st_mtime_ns, "ranks": ranks, "odd": odd,
+              "layout": 2}
     manifest = folder / MANIFEST
     files = [folder / f"job.rank{r}.pickle" for r in range(ranks)]
     if manifest.exists() and json.loads(manifest.read_text()) == wanted and all(f.exists() for f in files):
@@ -55,11 +56,12 @@ def make_rank_set(folder: Path, source: Path, ranks: int, odd: int) -> list[Path
         # Each rank's ring buffer wrapped at a slightly different event (long traces only: a
         # short one would lose a real share of its memory and make every rank different).
         trace = full[rank % 97:] if len(full) > 100 * 97 else full
-        if rank == odd:
+        if rank == odd:  # a segment of its own, and an allocation in it that is never freed
             first = trace[0]
-            extra = {**first, "action": "alloc", "addr": 0x7E0000000000 + shifted, "size": EXTRA_BYTES,
-                     "frames": [EXTRA_FRAME]}
-            trace = [first, extra, *trace[1:]]
+            addr = 0x7E0000000000 + shifted
+            segment = {**first, "action": "segment_alloc", "addr": addr, "size": EXTRA_BYTES, "frames": [EXTRA_FRAME]}
+            extra = {**first, "action": "alloc", "addr": addr, "size": EXTRA_BYTES, "frames": [EXTRA_FRAME]}
+            trace = [first, segment, extra, *trace[1:]]
         traces[main] = trace
         with open(path, "wb") as fh:
             pickle.dump(raw, fh, protocol=4)

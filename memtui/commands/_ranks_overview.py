@@ -27,16 +27,28 @@ def shortened(result: dict, limit: int = FULL_TABLE_RANKS) -> tuple[dict, int, i
 
 
 def histogram_lines(histogram: list[dict], total: int) -> list[str]:
+    """A bar per bin; a run of empty bins is one line, so a lone outlier far off stays short."""
     if not histogram:
         return []
     lines = [f"peak allocated over {total:,} ranks:"]
     most = max(b["count"] for b in histogram)
-    for b in histogram:
+    i = 0
+    while i < len(histogram):
+        b = histogram[i]
+        empty_run = i
+        while empty_run < len(histogram) and histogram[empty_run]["count"] == 0:
+            empty_run += 1
+        if empty_run - i >= 2:
+            gap = f"{format_bytes(b['low'])} - {format_bytes(histogram[empty_run - 1]['high'])}"
+            lines.append(f"  {gap:>25} {'·' * 3:<{BAR_WIDTH}} {0:>6}")
+            i = empty_run
+            continue
         filled = 0 if not b["count"] else max(1, round(BAR_WIDTH * b["count"] / most))
         span = f"{format_bytes(b['low'])} - {format_bytes(b['high'])}" if b["high"] != b["low"] else \
             format_bytes(b["low"])
         note = f"  outliers: {rank_ranges(b['outliers'], limit=6)}" if b["outliers"] else ""
         lines.append(f"  {span:>25} {'█' * filled:<{BAR_WIDTH}} {b['count']:>6,}{note}")
+        i += 1
     return lines
 
 
