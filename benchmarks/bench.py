@@ -31,6 +31,7 @@ ROWS = [
     ("_memory_viz stats peak RSS", "viz.peak_rss", "mem", None, ""),
     ("memtui cold open (streaming)", "cold.time_s", "time", ("ratio", 1.2), "<= 1.2x pickle.load"),
     ("memtui cold peak RSS", "cold.peak_rss", "mem", ("ratio", 0.3), "<= 0.3x (1M: 0.5x)"),
+    ("memtui helper process peak RSS", "cold.helper_peak_rss", "mem", None, "decompress, unframe, rewrite"),
     ("memtui resident after build", "cold.resident", "mem", ("ratio", 0.1), "<= 0.1x (1M: 0.25x)"),
     ("cache write (background)", "cold.cache_write_s", "time", None, ""),
     ("memtui plain path open", "plain.time_s", "time", ("ratio", 1.3), "<= 1.3x pickle.load"),

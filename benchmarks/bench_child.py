@@ -83,6 +83,7 @@ def run_cold(path: str, cache_dir: str, streaming: bool = True) -> dict:
     peak = peak_rss()
     gc.collect()
     out = {"time_s": elapsed, "peak_rss": peak, "resident": current_rss(), "baseline_rss": base,
+           "helper_peak_rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
            "events": sum(len(d.trace) for d in snapshot.devices),
            "path": "plain" if (fallbacks or not streaming) else "streaming", "fallback": fallbacks[:1]}
     if cache is not None:

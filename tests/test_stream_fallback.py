@@ -146,9 +146,11 @@ def test_the_streaming_unpickler_refuses_other_globals():
 
     from memtui.load.stream.sink import StreamingUnpickler
 
-    unpickler = StreamingUnpickler(io.BytesIO(b""), lambda n: None)
+    unpickler = StreamingUnpickler(io.BytesIO(b""), "trace_sink_0123", lambda n: None)
     with pytest.raises(UnsafeSnapshotError):
         unpickler.find_class(SINK_MODULE, "TraceSink")
+    with pytest.raises(UnsafeSnapshotError):
+        unpickler.find_class("memtui.load.stream.sink", "trace_sink_0123")
     with pytest.raises(UnsafeSnapshotError):
         unpickler.find_class("os", "system")
     assert unpickler.sinks == []

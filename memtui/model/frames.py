@@ -9,11 +9,15 @@ addressed by a stack id.
 
 from __future__ import annotations
 
+from collections import deque
+from itertools import compress, repeat
+
 import numpy as np
 
 from memtui.model.strings import StringTable
 
 NO_STACK = -1
+_WHOLE = slice(None)
 
 # Identity caches stop growing here: past it a file does not share its frame objects,
 # and keeping every one alive would cost more than interning by content.
@@ -144,7 +148,8 @@ class StackTable:
         self._keepalive: list[object] = []
         self._frame_identity: dict[int, int] = {}
         self._tokens: dict[int, StackToken] = {}
-        self._by_frame_ids: dict[tuple, int] = {}
+        self._by_frame_ids: dict[tuple, int] = {(): NO_STACK}
+        self._token_items: dict[int, tuple[StackToken]] = {}
         self.flat = np.zeros(0, np.int32)
         self.offsets = np.zeros(1, np.int64)
         self.top_user = np.zeros(0, np.int32)
@@ -203,8 +208,31 @@ class StackTable:
         token = self._tokens.get(sid)
         if token is None:
             token = self._tokens[sid] = StackToken(sid)
+            self._token_items[sid] = (token,)
+            self._by_frame_ids[(id(token),)] = sid  # so a list already replaced is one lookup too
         frames[:] = (token,)
         return sid
+
+    def intern_plain_batch(self, frame_lists: list) -> list[int]:
+        """:meth:`intern_plain` of each item, with the common cases done in C.
+
+        A list seen before (it holds its token) or a new list of frames seen before is a
+        dict lookup of its frames' identities; only the rest goes through intern_plain.
+        """
+        keys = [tuple(map(id, f)) if f.__class__ is list else None for f in frame_lists]
+        sids = list(map(self._by_frame_ids.get, keys))
+        if None in sids:
+            for i in [i for i, sid in enumerate(sids) if sid is None]:
+                sids[i] = self.intern_plain(frame_lists[i])
+        # Replace every list's frames by its token (again, for the ones already replaced).
+        items = self._token_items
+        if NO_STACK in sids:
+            kept = [sid >= 0 for sid in sids]
+            lists, sids_kept = list(compress(frame_lists, kept)), list(compress(sids, kept))
+        else:
+            lists, sids_kept = frame_lists, sids
+        deque(map(list.__setitem__, lists, repeat(_WHOLE), map(items.__getitem__, sids_kept)), 0)
+        return sids
 
     def _intern_frames_plain(self, frames: list) -> int:
         cache = self._frame_identity
@@ -245,6 +273,7 @@ class StackTable:
         self._frame_identity = {}
         self._keepalive = []
         self._tokens = {}
+        self._token_items = {}
         self._by_frame_ids = {}
         self._by_content = {}
         self.frames.freeze()

@@ -11,6 +11,8 @@ string table when the trace is finished (contexts first, then metadata).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import itemgetter
 
 import numpy as np
 
@@ -24,6 +26,7 @@ NO_VALUE = -1
 
 # (entry key, default, column name, wide): the integer columns, in the order their
 # warnings are reported.
+_MAIN_FIELDS = itemgetter("action", "addr", "size", "stream", "time_us", "compile_context", "user_metadata")
 _INT_FIELDS = (
     ("addr", 0, "addr", True),
     ("size", 0, "size", False),
@@ -74,8 +77,7 @@ class _LocalStrings:
         self.values: list[object] = []
 
     def column(self, values: list, strict: bool) -> np.ndarray:
-        get = self.ids.get
-        local = [get(v, -1) for v in values]
+        local = list(map(self.ids.get, values, repeat(-1)))
         if -1 in local:
             for i, v in enumerate(values):
                 if local[i] == -1:
@@ -183,34 +185,52 @@ class TraceBuilder:
     def add_batch(self, entries: list) -> None:
         if not entries:
             return
-        for e in entries:
-            if type(e) is not dict:
-                if self.strict:
-                    raise UnplainValue(f"a trace entry is a {type(e).__name__}")
-                raise SnapshotError(f"{self.where}: a trace entry is a {type(e).__name__}, expected a dict")
+        if set(map(type, entries)) != {dict}:
+            kind = next(type(e).__name__ for e in entries if type(e) is not dict)
+            if self.strict:
+                raise UnplainValue(f"a trace entry is a {kind}")
+            raise SnapshotError(f"{self.where}: a trace entry is a {kind}, expected a dict")
         strict = self.strict
-        if strict and any(() in e for e in entries):
+        if strict and any(map(dict.__contains__, entries, repeat(()))):
             raise UnplainValue("a trace entry has a key that is not a string")
-        codes = self._codes
-        self._action._append(np.fromiter(
-            (codes[a] if a in codes else self._new_code(a) for a in [e.get("action") for e in entries]),
-            np.int16, len(entries)))
+        try:
+            # Entries torch writes have all these keys: one C-level pass takes them all.
+            action, addr, size, stream, time_us, ctx, meta = zip(*map(_MAIN_FIELDS, entries))
+        except KeyError:
+            action = [e.get("action") for e in entries]
+            addr, size, stream = ([e.get(key, default) for e in entries] for key, default, _, _ in _INT_FIELDS)
+            time_us = [e.get("time_us") for e in entries]
+            ctx = [e.get("compile_context", "") for e in entries]
+            meta = [e.get("user_metadata", "") for e in entries]
+        self._action._append(self._action_codes(action))
         self._stack._append(self._stacks_of(entries))
-        for key, default, name, _ in _INT_FIELDS:
-            self._ints[name].add([e.get(key, default) for e in entries], strict)
-        self._time.add([e.get("time_us") for e in entries], strict)
-        self._ctx._append(self._ctx_strings.column([e.get("compile_context", "") for e in entries], strict))
-        self._meta._append(self._meta_strings.column([e.get("user_metadata", "") for e in entries], strict))
-        self._device_free.add([e.get("device_free", NO_VALUE) for e in entries], strict)
+        for name, values in (("addr", addr), ("size", size), ("stream", stream)):
+            self._ints[name].add(values, strict)
+        self._time.add(time_us, strict)
+        self._ctx._append(self._ctx_strings.column(ctx, strict))
+        self._meta._append(self._meta_strings.column(meta, strict))
+        if any(map(dict.__contains__, entries, repeat("device_free"))):
+            self._device_free.add([e.get("device_free", NO_VALUE) for e in entries], strict)
+        else:
+            self._device_free._append(np.full(len(entries), NO_VALUE, np.int64))
         self.count += len(entries)
+
+    def _action_codes(self, action) -> np.ndarray:
+        codes = self._codes
+        try:
+            found = list(map(codes.get, action))
+        except TypeError:  # an unhashable action: named by its repr, like any odd one
+            found = [None] * len(action)
+        if None in found:
+            found = [codes[a] if type(a) is str and a in codes else self._new_code(a) for a in action]
+        return np.array(found, np.int16)
 
     def _stacks_of(self, entries: list) -> np.ndarray:
         stacks = self.tables.stacks
         if self.strict:
-            if any("cpp_frames" in e for e in entries):
+            if any(map(dict.__contains__, entries, repeat("cpp_frames"))):
                 raise UnplainValue("torch 2.0 layout (cpp_frames)")
-            intern = stacks.intern_plain
-            return np.asarray([intern(e.get("frames")) for e in entries], np.int32)
+            return np.asarray(stacks.intern_plain_batch(list(map(dict.get, entries, repeat("frames")))), np.int32)
         if any("cpp_frames" in e for e in entries):
             # torch 2.0 kept C++ frames apart; put them first, innermost first, like newer torch.
             return np.asarray([
@@ -224,7 +244,10 @@ class TraceBuilder:
         if self.strict and type(name) is not str:
             raise UnplainValue(f"an action is a {type(name).__name__}")
         code = self.tables.actions.code(name)
-        self._codes[name] = code
+        try:
+            self._codes[name] = code
+        except TypeError:
+            pass  # unhashable: looked up by its repr each time
         return code
 
     def finish(self) -> TraceColumns:

@@ -17,17 +17,14 @@ import os
 from collections.abc import Callable, Iterator
 
 from memtui.errors import SnapshotError
-from memtui.load.source import ProgressFn, inspect_source, open_decompressed
+from memtui.load.source import ProgressFn, inspect_source
 from memtui.load.stream.check import detach_traces
 from memtui.load.stream.errors import StreamFallback
-from memtui.load.stream.header import find_first_entry
-from memtui.load.stream.rewrite import Rewriter, rewritten_chunks
-from memtui.load.stream.sink import BatchConsumer, StreamingUnpickler, TraceSink
-from memtui.load.stream.unframe import unframed_chunks
+from memtui.load.stream.pipeline import rewritten_file
+from memtui.load.stream.producer import ProducerReader
+from memtui.load.stream.sink import BatchConsumer, StreamingUnpickler, TraceSink, global_opcode, new_sink_name
 
 __all__ = ["StreamFallback", "stream_snapshot"]
-
-_HEADER_LIMIT = 256 << 20  # segments this large are unheard of; the plain path can have them
 
 
 def stream_snapshot(
@@ -45,15 +42,15 @@ def stream_snapshot(
     """
     info = inspect_source(path)
     relay = _ProgressRelay(progress) if progress is not None else None
-    try:
-        stream = open_decompressed(info, relay)
-    except OSError as exc:
-        raise StreamFallback(f"cannot open ({exc})") from None
-    with stream:
-        reader = _ChunkReader()
-        unpickler = StreamingUnpickler(io.BufferedReader(reader, 1 << 20), make_consumer)
+    sink_name = new_sink_name()
+    sink_global = global_opcode(sink_name)
+    if _use_helper_process(info):
+        reader: io.RawIOBase = ProducerReader(info.path, sink_global, info.size, relay)
+    else:
+        reader = _ChunkReader(rewritten_file(info.path, sink_global, relay))
+    with io.BufferedReader(reader, 1 << 20) as stream:
+        unpickler = StreamingUnpickler(stream, sink_name, make_consumer)
         try:
-            reader.chunks = _stream_chunks(unframed_chunks(stream), unpickler.sink_global)
             obj = unpickler.load()
         except StreamFallback:
             raise
@@ -66,25 +63,13 @@ def stream_snapshot(
     return detach_traces(obj, unpickler.sinks, token_type), unpickler.sinks
 
 
-def _stream_chunks(chunks: Iterator[bytes], sink_global: bytes) -> Iterator[bytes]:
-    buf = bytearray()
-    want = 1 << 16
-    first = None
-    for chunk in chunks:
-        buf += chunk
-        if len(buf) >= want:
-            first = find_first_entry(bytes(buf))
-            if first is not None:
-                break
-            want = 2 * len(buf)
-            if len(buf) > _HEADER_LIMIT:
-                raise StreamFallback("no trace entry in the first 256 MiB")
-    else:
-        first = find_first_entry(bytes(buf))
-        if first is None:
-            raise StreamFallback("the pickle ends inside its first trace entry")
-    yield bytes(buf[:first.list_pos]) + sink_global + bytes(buf[first.list_pos + 1:first.end])
-    yield from rewritten_chunks(Rewriter(first, sink_global), bytes(buf[first.end:]), chunks)
+# Below this size a second process costs more to start than it saves.
+HELPER_PROCESS_MIN_BYTES = 32 << 20
+use_helper_process = True  # tests switch it off or on to cover both ways
+
+
+def _use_helper_process(info) -> bool:
+    return use_helper_process and info.size >= HELPER_PROCESS_MIN_BYTES and (os.cpu_count() or 1) > 1
 
 
 class _ProgressRelay:
@@ -106,8 +91,8 @@ class _ProgressRelay:
 class _ChunkReader(io.RawIOBase):
     """A readable file over an iterator of byte chunks."""
 
-    def __init__(self) -> None:
-        self.chunks: Iterator[bytes] = iter(())
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self.chunks = chunks
         self._chunk = b""
         self._pos = 0
 

@@ -45,19 +45,24 @@ class TraceSink:
         self.extend([entry])
 
 
+def new_sink_name() -> str:
+    """A name for this load's sink that no file can know in advance."""
+    return f"trace_sink_{secrets.token_hex(16)}"
+
+
+def global_opcode(sink_name: str) -> bytes:
+    """The GLOBAL opcode that makes the next sink."""
+    return f"c{SINK_MODULE}\n{sink_name}\n".encode()
+
+
 class StreamingUnpickler(pickle.Unpickler):
     """Refuses every global and persistent id, except this load's own sink name."""
 
-    def __init__(self, file, make_consumer: Callable[[int], BatchConsumer]) -> None:
+    def __init__(self, file, sink_name: str, make_consumer: Callable[[int], BatchConsumer]) -> None:
         super().__init__(file)
-        self._sink_name = f"trace_sink_{secrets.token_hex(16)}"
+        self._sink_name = sink_name
         self._make_consumer = make_consumer
         self.sinks: list[TraceSink] = []
-
-    @property
-    def sink_global(self) -> bytes:
-        """The GLOBAL opcode that makes the next sink."""
-        return f"c{SINK_MODULE}\n{self._sink_name}\n".encode()
 
     def find_class(self, module: str, name: str):  # noqa: D102 - see class docstring
         if module == SINK_MODULE and name == self._sink_name:
