@@ -8,12 +8,54 @@ can print any interned string without further care.
 
 from __future__ import annotations
 
+import reprlib
+
+# Non-string values (a broken file's list where a name should be) are shown through a
+# bounded repr: a deeply nested or huge container must not recurse or grow without end.
+_SHORT_REPR = reprlib.Repr()
+_SHORT_REPR.maxlevel = 3
+_SHORT_REPR.maxstring = _SHORT_REPR.maxother = 60
+
+
+def text_of(value: object) -> str:
+    """The text a field value stands for: strings as they are, None as '', anything else
+    as a short repr. Never raises, whatever the value (huge ints, deep nesting)."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    try:
+        return _SHORT_REPR.repr(value) if isinstance(value, (list, tuple, dict, set, frozenset)) else str(value)
+    except ValueError:
+        if isinstance(value, int):
+            return hex(value)  # Python refuses decimal text for ints of over 4300 digits
+        return f"<{type(value).__name__}>"
+    except (RecursionError, TypeError):
+        return f"<{type(value).__name__}>"
+
 
 def terminal_safe(value: str) -> str:
     """``value`` with every non-printable character written as a visible escape."""
     if value.isprintable():
         return value
     return "".join(ch if ch.isprintable() else _escape(ch) for ch in value)
+
+
+def terminal_safe_value(value: object, depth: int = 8) -> object:
+    """``value`` (settings, an export's header) with every string in it terminal-safe;
+    containers nested deeper than ``depth`` and integers too long to print in decimal
+    become their short text."""
+    if isinstance(value, str):
+        return terminal_safe(value)
+    if isinstance(value, int) and value.bit_length() > 128:
+        return text_of(value)
+    if isinstance(value, (list, tuple, dict)) and depth <= 0:
+        return terminal_safe(text_of(value))
+    if isinstance(value, dict):
+        return {terminal_safe_value(k, 0): terminal_safe_value(v, depth - 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(terminal_safe_value(v, depth - 1) for v in value)
+    return value
 
 
 def _escape(ch: str) -> str:
@@ -37,7 +79,7 @@ class StringTable:
 
     def intern(self, value: object) -> int:
         if not isinstance(value, str):
-            value = "" if value is None else str(value)
+            value = text_of(value)
         found = self._ids.get(value)
         if found is None:
             safe = terminal_safe(value)
