@@ -6,6 +6,8 @@ this version has never seen gets the next free code and is kept, shown and count
 
 from __future__ import annotations
 
+from memtui.model.strings import terminal_safe, text_of
+
 ALLOC = 0
 FREE_REQUESTED = 1
 FREE_COMPLETED = 2
@@ -38,6 +40,11 @@ SEGMENT_START = (SEGMENT_ALLOC, SEGMENT_MAP)
 SEGMENT_END = (SEGMENT_FREE, SEGMENT_UNMAP)
 SEGMENT_ACTIONS = SEGMENT_START + SEGMENT_END
 
+# Codes are int16; a file with more distinct action names than any allocator has is
+# broken or hostile, and the names past this many share one code.
+MAX_ACTION_NAMES = 4096
+OTHER_ACTIONS = "(other actions)"
+
 
 class ActionTable:
     """Names ↔ codes; starts with the known actions and grows with unknown ones."""
@@ -47,9 +54,15 @@ class ActionTable:
         self._codes = {name: code for code, name in enumerate(self.names)}
 
     def code(self, name: object) -> int:
-        key = name if isinstance(name, str) else repr(name)
+        # Names are shown in the terminal: a control character in one must not reach it raw.
+        key = terminal_safe(name) if isinstance(name, str) else "None" if name is None else text_of(name)
         code = self._codes.get(key)
         if code is None:
+            if len(self.names) >= MAX_ACTION_NAMES - 1:
+                key = OTHER_ACTIONS
+                code = self._codes.get(key)
+                if code is not None:
+                    return code
             code = len(self.names)
             self.names.append(key)
             self._codes[key] = code
