@@ -12,12 +12,15 @@ import numpy as np
 
 from memtui.model.columns import int_column
 from memtui.model.frames import StackTable
-from memtui.model.strings import StringTable
+from memtui.model.strings import StringTable, terminal_safe, text_of
 
 ALLOCATED = 0
 PENDING_FREE = 1
 INACTIVE = 2
 BLOCK_STATES = ["active_allocated", "active_pending_free", "inactive"]
+# State codes are int16; names past this many (a broken or hostile file) share one code.
+MAX_STATE_NAMES = 4096
+OTHER_STATES = "(other states)"
 
 
 @dataclass
@@ -71,8 +74,7 @@ def build_segments(
     seg_pool, seg_type, seg_stack, block_start, block_count = [], [], [], [], []
     b_addr, b_size, b_req, b_state, b_stack, b_seg = [], [], [], [], [], []
     for si, seg in enumerate(segments):
-        pool = seg.get("segment_pool_id", (0, 0))
-        pool = tuple(pool) if isinstance(pool, (list, tuple)) else (pool,)
+        pool = _pool_key(seg.get("segment_pool_id", (0, 0)))
         if pool not in pool_ids:
             pool_ids[pool] = len(pools)
             pools.append(pool)
@@ -83,10 +85,13 @@ def build_segments(
         block_start.append(len(b_addr))
         block_count.append(len(blocks))
         for block in blocks:
-            state = block.get("state", "inactive")
+            state = _state_name(block.get("state", "inactive"))
             if state not in state_codes:
-                state_codes[state] = len(state_names)
-                state_names.append(str(state))
+                if len(state_names) >= MAX_STATE_NAMES:
+                    state = OTHER_STATES
+                if state not in state_codes:
+                    state_codes[state] = len(state_names)
+                    state_names.append(state)
             b_addr.append(block["address"])
             b_size.append(block["size"])
             b_req.append(block["requested_size"])
@@ -122,6 +127,17 @@ def build_segments(
         state_names=state_names,
     )
     return seg_table, block_table
+
+
+def _pool_key(pool: object) -> tuple:
+    """A hashable pool id: torch writes a pair of ints; anything else is shown as text."""
+    items = tuple(pool) if isinstance(pool, (list, tuple)) else (pool,)
+    return tuple(v if isinstance(v, int) else terminal_safe(text_of(v)) for v in items)
+
+
+def _state_name(state: object) -> str:
+    # State names are shown in the terminal and are dictionary keys: text, escaped.
+    return terminal_safe(state) if isinstance(state, str) else text_of(state)
 
 
 def _sortable(value: object) -> int:
