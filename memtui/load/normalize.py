@@ -57,13 +57,17 @@ def _normalize_segment(seg: object, description: str) -> dict:
         raise SnapshotError(f"{description}: a segment lacks 'address' or 'total_size'")
     seg = dict(seg)
     blocks_in = seg.get("blocks") or []
+    if not isinstance(blocks_in, (list, tuple)):
+        raise SnapshotError(f"{description}: a segment's blocks are a {type(blocks_in).__name__}, expected a list")
     blocks = []
     offset = seg["address"]
     for block in blocks_in:
         if not isinstance(block, dict):
             raise SnapshotError(f"{description}: a block is a {type(block).__name__}, expected a dict")
         block = _normalize_block(block, offset)
-        offset = block["address"] + block["size"]
+        # Wrong types stay for the model to replace and report; only numbers move on.
+        if _is_int(block["address"]) and _is_int(block["size"]):
+            offset = block["address"] + block["size"]
         blocks.append(block)
     seg["blocks"] = blocks
     seg.setdefault("device", 0)
@@ -73,11 +77,23 @@ def _normalize_segment(seg: object, description: str) -> dict:
     seg.setdefault("is_expandable", False)
     seg.setdefault("frames", [])
     if "allocated_size" not in seg:
-        seg["allocated_size"] = sum(b["size"] for b in blocks if b["state"] == "active_allocated")
+        seg["allocated_size"] = _sum_of(blocks, "size", lambda state: state == "active_allocated")
     if "active_size" not in seg:
-        seg["active_size"] = sum(b["size"] for b in blocks if b["state"].startswith("active"))
-    seg.setdefault("requested_size", sum(b["requested_size"] for b in blocks if b["state"].startswith("active")))
+        seg["active_size"] = _sum_of(blocks, "size", _is_active)
+    seg.setdefault("requested_size", _sum_of(blocks, "requested_size", _is_active))
     return seg
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_active(state: object) -> bool:
+    return isinstance(state, str) and state.startswith("active")
+
+
+def _sum_of(blocks: list[dict], key: str, state_matches) -> int:
+    return sum(b[key] for b in blocks if _is_int(b[key]) and state_matches(b["state"]))
 
 
 def _normalize_block(block: dict, running_address: int) -> dict:
@@ -93,7 +109,7 @@ def _normalize_block(block: dict, running_address: int) -> dict:
     block.setdefault("size", 0)
     block.setdefault("requested_size", block["size"])
     state = block.get("state", "inactive")
-    block["state"] = STATE_ALIASES.get(state, state)
+    block["state"] = STATE_ALIASES.get(state, state) if isinstance(state, str) else state
     return block
 
 
