@@ -8,14 +8,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from memtui.errors import SnapshotError
 from memtui.model import actions as act
 from memtui.model.actions import ActionTable
 from memtui.model.address_n import format_address_n, parse_address_candidates
 from memtui.model.frames import FrameTable, StackTable
 from memtui.model.lifetimes import NONE, Lifetimes, compute_lifetimes
 from memtui.model.segments import ALLOCATED, PENDING_FREE, BlockTable, SegmentTable, build_segments
-from memtui.model.strings import StringTable
+from memtui.model.strings import StringTable, terminal_safe, terminal_safe_value, text_of
 from memtui.model.trace import ModelTables, TraceColumns, build_trace
+
+MAX_DEVICES = 4096  # far more GPUs than one process sees; a larger count is a broken file
 
 
 @dataclass
@@ -191,6 +194,10 @@ def build_model(raw: dict, source_path: str = "", source_size: int = 0) -> Snaps
 def device_count(raw: dict) -> int:
     """Devices in a snapshot: one per trace, and as many as its segments name."""
     traces = raw.get("device_traces") or []
+    if len(traces) > MAX_DEVICES:
+        # Each device costs a model of its own: a small file listing a million empty
+        # traces would take many minutes to open.
+        raise SnapshotError(f"{len(traces):,} device traces; a snapshot has at most {MAX_DEVICES:,} devices")
     return max([len(traces)] + [_as_device(s.get("device", 0)) + 1 for s in raw["segments"]])
 
 
@@ -221,7 +228,7 @@ def assemble_model(raw: dict, columns: list[TraceColumns], tables: ModelTables, 
         devices.append(DeviceModel(d, trace, lives, segment_lives, seg_table, block_table, block_version, block_life))
 
     annotations = [
-        Annotation(_as_device(a.get("device", 0)), str(a.get("stage", "")), str(a.get("name", "")),
+        Annotation(_as_device(a.get("device", 0)), _shown(a.get("stage", "")), _shown(a.get("name", "")),
                    _as_time(a.get("time_us")))
         for a in raw.get("external_annotations") or []
     ]
@@ -233,9 +240,9 @@ def assemble_model(raw: dict, columns: list[TraceColumns], tables: ModelTables, 
         stacks=stacks,
         actions=actions,
         devices=devices,
-        allocator_settings=dict(raw.get("allocator_settings") or {}),
+        allocator_settings=terminal_safe_value(dict(raw.get("allocator_settings") or {})),
         annotations=annotations,
-        header=raw.get("memtui_header"),
+        header=terminal_safe_value(raw.get("memtui_header")),
         warnings=warnings,
     )
 
@@ -261,8 +268,14 @@ def _link_blocks(blocks: BlockTable, lives: Lifetimes) -> tuple[np.ndarray, np.n
 
 
 def _as_device(value: object) -> int:
-    return value if isinstance(value, int) and 0 <= value < 4096 else 0
+    return value if isinstance(value, int) and 0 <= value < MAX_DEVICES else 0
 
 
 def _as_time(value: object) -> float:
+    if isinstance(value, int) and not -(1 << 1023) < value < 1 << 1023:
+        return math.nan  # beyond any float: math.isfinite and float() would raise
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else math.nan
+
+
+def _shown(value: object) -> str:
+    return terminal_safe(text_of(value))
