@@ -14,7 +14,7 @@ from itertools import compress, repeat
 
 import numpy as np
 
-from memtui.model.strings import StringTable
+from memtui.model.strings import StringTable, text_of
 
 NO_STACK = -1
 _WHOLE = slice(None)
@@ -58,9 +58,7 @@ class StackToken:
 
 def _text(value: object) -> str:
     # The same conversion StringTable.intern applies, done early so frames key by text.
-    if isinstance(value, str):
-        return value
-    return "" if value is None else str(value)
+    return value if isinstance(value, str) else text_of(value)
 
 
 class FrameTable:
@@ -85,7 +83,7 @@ class FrameTable:
         if isinstance(frame, dict):
             filename, line, name = frame.get("filename", "??"), frame.get("line", 0), frame.get("name", "??")
         else:
-            filename, line, name = "??", 0, str(frame)
+            filename, line, name = "??", 0, text_of(frame)
         if not isinstance(line, int) or isinstance(line, bool) or not 0 <= line < 1 << 62:
             line = 0
         return self._intern_key((_text(filename), line, _text(name)))
