@@ -20,7 +20,7 @@ from memtui.errors import SnapshotError
 from memtui.model.actions import ActionTable
 from memtui.model.columns import float_column, int_column
 from memtui.model.frames import FrameTable, StackTable, UnplainValue
-from memtui.model.strings import StringTable
+from memtui.model.strings import StringTable, text_of
 
 NO_VALUE = -1
 
@@ -77,7 +77,11 @@ class _LocalStrings:
         self.values: list[object] = []
 
     def column(self, values: list, strict: bool) -> np.ndarray:
-        local = list(map(self.ids.get, values, repeat(-1)))
+        try:
+            local = list(map(self.ids.get, values, repeat(-1)))
+        except TypeError:  # a list or dict where a string belongs: keyed by its text
+            values = [v if _is_hashable(v) else text_of(v) for v in values]
+            local = list(map(self.ids.get, values, repeat(-1)))
         if -1 in local:
             for i, v in enumerate(values):
                 if local[i] == -1:
@@ -95,6 +99,14 @@ class _LocalStrings:
 
     def to_global(self, strings: StringTable) -> np.ndarray:
         return np.asarray([strings.intern(v) for v in self.values] or [0], np.int32)
+
+
+def _is_hashable(value: object) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 _BLOCK_ROWS = 1 << 20
