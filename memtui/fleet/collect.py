@@ -7,6 +7,7 @@ Each summary that comes back is stored at once, so an interrupted run keeps what
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -38,12 +39,14 @@ def collect_summaries(paths: list[str], depth: int, runner: Runner, cache: Summa
     todo = [i for i, r in enumerate(results) if r is None]
     if todo:
         task = partial(keyed_summary, depth=depth)
-        for j, outcome in runner.map_unordered(task, [paths[i] for i in todo]):
+        # Absolute paths: a worker on another machine does not share this one's directory.
+        for j, outcome in runner.map_unordered(task, [os.path.abspath(paths[i]) for i in todo]):
             i = todo[j]
             if isinstance(outcome, BaseException):
                 summary = worker_failure(paths[i], outcome)
             else:
                 key, summary = outcome
+                summary = {**summary, "file": paths[i]}  # named as the caller named it
                 if cache is not None and key is not None:
                     cache.store(key, summary)
             results[i] = summary
