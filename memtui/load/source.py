@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from memtui.errors import MissingDependencyError, SnapshotError
+from memtui.load.limits import GuardedStream
 
 MAGIC = {
     b"\x1f\x8b": "gzip",
@@ -90,7 +91,13 @@ class CountingReader(io.RawIOBase):
 
 
 def open_decompressed(info: SourceInfo, progress: ProgressFn | None = None) -> BinaryIO:
-    """A buffered binary stream of the decompressed content of ``info.path``."""
+    """A buffered binary stream of the decompressed content of ``info.path``, guarded
+    against declared lengths the file cannot hold (limits.py)."""
+    return GuardedStream(open_unguarded(info, progress), info)
+
+
+def open_unguarded(info: SourceInfo, progress: ProgressFn | None = None) -> BinaryIO:
+    """The decompressed content without the guard: only for reads of a known, small size."""
     raw = open(info.path, "rb", buffering=0)
     counted = io.BufferedReader(CountingReader(raw, info.size, progress, "reading"), 1 << 20)
     if info.compression is None:
