@@ -13,6 +13,7 @@ import pickle
 from typing import BinaryIO
 
 from memtui.errors import SnapshotError, UnsafeSnapshotError
+from memtui.load.limits import memory_error_message
 
 
 class RestrictedUnpickler(pickle.Unpickler):
@@ -39,7 +40,7 @@ def safe_load(stream: BinaryIO, description: str) -> object:
     except RecursionError:
         raise SnapshotError(f"{description}: structure nested too deeply to be a memory snapshot") from None
     except MemoryError:
-        raise SnapshotError(f"{description}: not enough memory to read this file") from None
+        raise SnapshotError(memory_error_message(stream, description)) from None
     except (pickle.UnpicklingError, ValueError, TypeError, KeyError, IndexError, AttributeError,
             UnicodeDecodeError, OverflowError) as exc:
         raise SnapshotError(f"{description}: not a readable pickle ({_short(exc)})") from None
