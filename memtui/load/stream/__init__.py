@@ -17,6 +17,7 @@ import os
 from collections.abc import Callable, Iterator
 
 from memtui.errors import SnapshotError
+from memtui.load.limits import memory_error_message
 from memtui.load.source import ProgressFn, inspect_source
 from memtui.load.stream.check import detach_traces
 from memtui.load.stream.errors import StreamFallback
@@ -55,7 +56,7 @@ def stream_snapshot(
         except StreamFallback:
             raise
         except MemoryError:
-            raise SnapshotError(f"{os.path.basename(info.path)}: not enough memory to read this file") from None
+            raise SnapshotError(memory_error_message(info, os.path.basename(info.path))) from None
         except Exception as exc:  # corrupt, truncated or hostile: the plain path says which
             if relay is not None and relay.error is not None:
                 raise relay.error from None  # the caller's own progress callback stopped the load
