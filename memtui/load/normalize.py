@@ -11,6 +11,11 @@ from __future__ import annotations
 
 from memtui.errors import SnapshotError
 
+# Repeated references may multiply rows this many times, up to this many rows, before a
+# file counts as built to expand (see _refuse_amplification).
+_AMPLIFICATION_LIMIT = 4
+_AMPLIFICATION_FLOOR = 1_000_000
+
 # Older torch spelled the pending state differently.
 STATE_ALIASES = {"active_awaiting_free": "active_pending_free"}
 
@@ -37,6 +42,8 @@ def normalize(obj: object, description: str) -> dict:
     for i, trace in enumerate(traces):
         if trace and not isinstance(trace[0], dict):
             raise SnapshotError(f"{description}: device trace {i} holds {type(trace[0]).__name__}, not entries")
+
+    _refuse_amplification(traces, segments, description)
 
     out = dict(obj)
     out["segments"] = [_normalize_segment(seg, description) for seg in segments]
@@ -82,6 +89,29 @@ def _normalize_segment(seg: object, description: str) -> dict:
         seg["active_size"] = _sum_of(blocks, "size", _is_active)
     seg.setdefault("requested_size", _sum_of(blocks, "requested_size", _is_active))
     return seg
+
+
+def _refuse_amplification(traces: list, segments: list, description: str) -> None:
+    """A pickle can name one object many times over for a few bytes each: a small file
+    repeating a trace of a million entries a thousand times describes billions of them.
+    Torch writes each trace, segment and block list once; a file whose repeats multiply
+    what it holds many times over, into millions of rows, is refused."""
+    seen: set[int] = set()
+    rows = distinct = 0
+    parts = [(t, len(t)) for t in traces]
+    for seg in segments:
+        blocks = seg.get("blocks") if isinstance(seg, dict) else None
+        parts.append((seg, 1))
+        if isinstance(blocks, (list, tuple)):
+            parts.append((blocks, len(blocks)))
+    for obj, count in parts:
+        rows += count
+        if id(obj) not in seen:
+            seen.add(id(obj))
+            distinct += count
+    if rows > _AMPLIFICATION_FLOOR and rows > _AMPLIFICATION_LIMIT * distinct:
+        raise SnapshotError(f"{description}: refused: it repeats the same traces or segments into {rows:,} rows "
+                            f"from {distinct:,}, which torch never writes (a file built to expand in memory)")
 
 
 def _is_int(value: object) -> bool:
