@@ -41,21 +41,30 @@ def terminal_safe(value: str) -> str:
     return "".join(ch if ch.isprintable() else _escape(ch) for ch in value)
 
 
-def terminal_safe_value(value: object, depth: int = 8) -> object:
-    """``value`` (settings, an export's header) with every string in it terminal-safe;
-    containers nested deeper than ``depth`` and integers too long to print in decimal
-    become their short text."""
-    if isinstance(value, str):
-        return terminal_safe(value)
-    if isinstance(value, int) and value.bit_length() > 128:
-        return text_of(value)
-    if isinstance(value, (list, tuple, dict)) and depth <= 0:
-        return terminal_safe(text_of(value))
-    if isinstance(value, dict):
-        return {terminal_safe_value(k, 0): terminal_safe_value(v, depth - 1) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(terminal_safe_value(v, depth - 1) for v in value)
-    return value
+def terminal_safe_value(value: object, depth: int = 8, budget: int = 10_000) -> object:
+    """``value`` (settings, an export's header) with every string in it terminal-safe.
+
+    Containers nested deeper than ``depth`` or past the first ``budget`` items (a pickle
+    can share one list many times over, so a small file can describe a huge tree) become
+    a short placeholder; integers too long to print in decimal become hex.
+    """
+    left = [budget]
+
+    def safe(value: object, depth: int) -> object:
+        left[0] -= 1
+        if isinstance(value, str):
+            return terminal_safe(value)
+        if isinstance(value, int) and value.bit_length() > 128:
+            return text_of(value)
+        if not isinstance(value, (list, tuple, dict)):
+            return value
+        if depth <= 0 or left[0] < len(value):
+            return f"<{type(value).__name__} of {len(value)}>"
+        if isinstance(value, dict):
+            return {safe(k, 0): safe(v, depth - 1) for k, v in value.items()}
+        return type(value)(safe(v, depth - 1) for v in value)
+
+    return safe(value, depth)
 
 
 def _escape(ch: str) -> str:
