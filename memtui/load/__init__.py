@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from memtui.errors import SnapshotError
+from memtui.load.changes import check_unchanged, file_state
 from memtui.load.normalize import normalize
 from memtui.load.safe_pickle import safe_load
 from memtui.load.source import DECOMPRESSION_ERRORS, ProgressFn, SourceInfo, inspect_source, open_decompressed
@@ -19,6 +20,7 @@ __all__ = ["read_snapshot", "inspect_source", "SourceInfo", "ProgressFn"]
 def read_snapshot(path: str | os.PathLike, progress: ProgressFn | None = None) -> dict:
     """Read ``path`` (pickle, compressed pickle or memtui msgpack export) into a normalized dict."""
     info = inspect_source(path)
+    before = file_state(info.path)
     description = os.path.basename(info.path)
     try:
         stream = open_decompressed(info, progress)
@@ -45,6 +47,7 @@ def read_snapshot(path: str | os.PathLike, progress: ProgressFn | None = None) -
                 raise SnapshotError(f"{description}: truncated or corrupt {info.compression} data ({exc})") from None
             except Exception as exc:  # zstandard.ZstdError and friends
                 raise SnapshotError(f"{description}: corrupt compressed data ({type(exc).__name__})") from None
+    check_unchanged(info.path, before, description)
     return normalize(obj, description)
 
 
