@@ -17,6 +17,7 @@ import os
 from collections.abc import Callable, Iterator
 
 from memtui.errors import SnapshotError
+from memtui.load.changes import check_unchanged, file_state
 from memtui.load.limits import memory_error_message
 from memtui.load.source import ProgressFn, inspect_source
 from memtui.load.stream.check import detach_traces
@@ -42,6 +43,7 @@ def stream_snapshot(
     seen anywhere else. Raises StreamFallback when the file is not one this decoder handles.
     """
     info = inspect_source(path)
+    before = file_state(info.path)
     relay = _ProgressRelay(progress) if progress is not None else None
     sink_name = new_sink_name()
     sink_global = global_opcode(sink_name)
@@ -61,6 +63,7 @@ def stream_snapshot(
             if relay is not None and relay.error is not None:
                 raise relay.error from None  # the caller's own progress callback stopped the load
             raise StreamFallback(f"{type(exc).__name__}: {str(exc)[:200]}") from None
+    check_unchanged(info.path, before, os.path.basename(info.path))
     return detach_traces(obj, unpickler.sinks, token_type), unpickler.sinks
 
 
