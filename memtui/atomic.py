@@ -4,12 +4,17 @@ The content goes to a temporary file in the target's own directory (so the final
 rename never crosses file systems), is flushed and fsynced, and only then replaces the
 target with ``os.replace``. An interrupted or failed write removes the temporary file
 and leaves any existing target untouched. Exports, conversions, caches and recordings
-all write through here.
+all write through here. A process killed mid-write (SIGKILL, power loss) cannot clean
+up: its temporary file carries its host and pid, and the next write into that folder
+removes it once that process is gone.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
+import socket
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,6 +44,57 @@ def _current_umask() -> int:
 
 _UMASK = _current_umask()
 
+# Temporary files are named after the host and process that write them, so a later run
+# can tell one left by a killed process (remove it) from one still being written by a
+# live process, on this machine or another sharing the folder (leave it).
+_HOST = hashlib.sha1(socket.gethostname().encode(errors="replace")).hexdigest()[:8]
+_TEMP_NAME = re.compile(r"^\..*\.memtui-(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-[a-z0-9_]+\.partial$")
+
+
+def make_temp_file(path: str | os.PathLike) -> tuple[int, str]:
+    """An open descriptor and the name of a new temporary file next to ``path``, after
+    removing the ones killed memtui processes left in that folder."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    remove_orphaned_temp_files(directory)
+    prefix = f".{os.path.basename(path)}.memtui-{_HOST}-{os.getpid()}-"
+    return tempfile.mkstemp(prefix=prefix, suffix=".partial", dir=directory)
+
+
+def remove_orphaned_temp_files(directory: str | os.PathLike) -> list[str]:
+    """Delete the temporary files in ``directory`` whose writer, a memtui process on this
+    host, is gone; returns their paths. Anything else is left alone."""
+    removed: list[str] = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        match = _TEMP_NAME.match(name)
+        if match is None or match["host"] != _HOST or _process_alive(int(match["pid"])):
+            continue
+        full = os.path.join(directory, name)
+        try:
+            os.unlink(full)
+        except OSError:
+            continue
+        removed.append(full)
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True  # another thread of this process may be writing it
+    if os.name != "posix":
+        return True  # no harmless way to ask; never remove what might be in use
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
+
 
 def check_writable_target(path: str | os.PathLike, force: bool = False) -> str:
     """Fail early, with one line, if ``path`` cannot be written; returns it as a str."""
@@ -63,7 +119,7 @@ def atomic_write(path: str | os.PathLike, force: bool = False) -> Iterator[Binar
     path = check_writable_target(path, force)
     directory = os.path.dirname(os.path.abspath(path))
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".partial", dir=directory)
+        fd, tmp = make_temp_file(path)
     except OSError as exc:
         raise WriteError(f"{path}: cannot write ({exc.strerror or exc})") from None
     try:
