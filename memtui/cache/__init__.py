@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from memtui.atomic import remove_orphaned_temp_files
 from memtui.cache.fileformat import FORMAT_VERSION, CorruptCache, read_cache_file, write_cache_file
 from memtui.cache.fingerprint import EDGE_BYTES, file_fingerprint
 from memtui.cache.layout import put_together, schema_signature, take_apart
@@ -88,6 +89,7 @@ class ModelCache:
         except OSError as exc:
             self._disable(exc)
             return False
+        remove_orphaned_temp_files(self.folder)  # left by a memtui killed while writing here
         return True
 
     def store(self, path: str | os.PathLike, snapshot, background: bool = False) -> None:

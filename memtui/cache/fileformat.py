@@ -19,11 +19,11 @@ import mmap
 import os
 import pickle
 import struct
-import tempfile
 import zlib
 
 import numpy as np
 
+from memtui.atomic import make_temp_file
 from memtui.load.safe_pickle import RestrictedUnpickler
 
 MAGIC = b"MEMTUI\x00C"
@@ -56,8 +56,7 @@ def write_cache_file(path: str, arrays: dict[str, np.ndarray], meta: dict) -> No
     total = data_start + offset
     header = _HEADER.pack(MAGIC, FORMAT_VERSION, len(meta_bytes), zlib.crc32(meta_bytes), total)
 
-    folder = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".part")
+    fd, tmp = make_temp_file(path)
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(header)
