@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from memtui.errors import MemtuiError, MissingDependencyError, UsageError
-from memtui.fleet.runners import Outcome
+from memtui.fleet.runners import Outcome, start_resource_tracker
 
 INSTALL_HINT = "pip install 'memtui[cluster]'"
 LOCAL_PREFIX = "local:"
@@ -86,6 +86,7 @@ class DaskRunner:
         if self._local is not None:
             # One thread per worker process: a summary holds the whole decoded snapshot in
             # memory (several times the file's size), and decoding holds the GIL anyway.
+            start_resource_tracker()
             try:
                 self._cluster = distributed.LocalCluster(n_workers=self._local, threads_per_worker=1,
                                                          processes=True, dashboard_address=None,

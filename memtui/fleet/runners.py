@@ -8,6 +8,7 @@ yields the exception as its result, so one lost file never stops the others.
 from __future__ import annotations
 
 import multiprocessing
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Protocol
@@ -54,6 +55,7 @@ class ProcessPoolRunner:
             # Spawned, not forked: the caller may have threads (the TUI), which a forked
             # child would inherit in whatever state they were.
             context = multiprocessing.get_context("spawn")
+            start_resource_tracker()
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
         futures = {self._pool.submit(fn, item): i for i, item in enumerate(items)}
         try:
@@ -70,6 +72,28 @@ class ProcessPoolRunner:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+
+def start_resource_tracker() -> None:
+    """Start multiprocessing's helper process now, with the real stderr.
+
+    multiprocessing starts it on first use and hands it ``sys.stderr``'s descriptor; inside
+    the terminal UI ``sys.stderr`` is a capture object whose descriptor is -1, and starting
+    any worker process would then fail. Once running, the helper is reused.
+    """
+    from multiprocessing import resource_tracker
+
+    try:
+        usable = sys.stderr.fileno() >= 0
+    except (AttributeError, OSError, ValueError):
+        usable = False
+    if usable or sys.__stderr__ is None:
+        return
+    captured, sys.stderr = sys.stderr, sys.__stderr__
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        sys.stderr = captured
 
 
 def local_runner(workers: int) -> Runner:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -12,8 +14,9 @@ from memtui.tui.ranks_app import RanksApp
 from memtui.tui.screens.main import MainScreen
 from memtui.tui.screens.rank_list import RankListScreen
 from memtui.tui.screens.ranks_report import RanksReportScreen
+from tests.analysis.rank_sets import rank_set
 from tests.analysis.test_analysis_screens import SIZE, report_text, wait_for
-from tests.conftest import SAMPLES
+from tests.conftest import ROOT, SAMPLES
 
 DDP = SAMPLES / "ranks"
 RANKS = 4096
@@ -98,3 +101,37 @@ async def test_enter_on_another_rank_in_the_explorer_opens_it():
                        "rank 1 in the explorer")
         assert os.path.samefile(app.screen.snapshot.source_path, rank1)
         assert len(app.screen_stack) == 2  # in place of rank 0, not over it
+
+
+WORKERS_IN_THE_UI = """
+import asyncio, sys
+from memtui.analysis.rank_files import summarize_files
+from memtui.fleet.runners import local_runner
+from memtui.tui.ranks_app import RanksApp
+from memtui.tui.screens.rank_list import RankListScreen
+
+async def main(files):
+    runner = local_runner(2)
+    app = RanksApp(lambda progress: summarize_files(files, progress=progress, runner=runner))
+    async with app.run_test(size=(140, 44)) as pilot:
+        for _ in range(600):
+            if isinstance(app.screen, RankListScreen) and app.screen.result is not None:
+                break
+            await pilot.pause(0.05)
+        print(app.screen.result["result"]["outliers"][0]["rank"], app.screen.result["result"]["failed"])
+    runner.close()
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1:]))
+"""
+
+
+def test_worker_processes_start_inside_the_terminal_ui(tmp_path):
+    # A fresh interpreter: multiprocessing starts its helper process once, and inside the UI
+    # sys.stderr has no descriptor to give it.
+    files = rank_set(tmp_path / "job", ranks=3, different=1)
+    script = tmp_path / "workers_in_the_ui.py"
+    script.write_text(WORKERS_IN_THE_UI)
+    done = subprocess.run([sys.executable, str(script), *files], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert done.stdout.split() == ["1", "[]"], done.stderr[-2000:]
