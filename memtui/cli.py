@@ -59,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Exception as exc:  # a bug: one line naming a report, not a traceback
+        from memtui.crash import report_crash
+
+        return report_crash(exc)
     finally:
         release_cache()
 

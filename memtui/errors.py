@@ -14,7 +14,7 @@ class MemtuiError(Exception):
     exit_code = 2
 
     def __init__(self, message: str) -> None:
-        message = _printable(message)
+        message = printable(message)
         super().__init__(message)
         self.message = message
 
@@ -38,7 +38,7 @@ class MissingDependencyError(MemtuiError):
     """An optional package is needed for this feature."""
 
 
-def _printable(text: str) -> str:
+def printable(text: str) -> str:
     # Messages quote file names and pickle globals, which come from elsewhere: an escape
     # sequence or a newline in one must neither reach the terminal raw nor break the line.
     if text.isprintable():
