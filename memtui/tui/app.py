@@ -21,6 +21,7 @@ from memtui.errors import MemtuiError
 from memtui.load import ProgressFn
 from memtui.model import Snapshot, open_snapshot
 from memtui.tui.device_view import build_device_view
+from memtui.tui.lifecycle import run_in_terminal
 from memtui.tui.messages import LoadFailed, LoadFinished, LoadProgress
 
 Loader = Callable[[ProgressFn], Snapshot]
@@ -174,12 +175,12 @@ class MemtuiApp(App[int]):
 
 
 def run_app(path: str | os.PathLike, device: int | None = None) -> int:
-    """Run the explorer on ``path``; the exit status (2 with one line on stderr if it cannot load)."""
+    """Run the explorer on ``path``; the exit status (2 with one line on stderr if it cannot
+    load; see :func:`memtui.tui.lifecycle.run_in_terminal` for signals and crashes)."""
     app = MemtuiApp(path, device=device)
-    app.run()
+    code = run_in_terminal(app)
     if app.load_error:
         print(f"memtui: {app.load_error}", file=sys.stderr)
-    code = app.return_code or 0
     if app.loading:
         # Quit during a load: the unpickler cannot be interrupted between progress calls,
         # and waiting for it would make "quit at once" take seconds.

@@ -6,6 +6,7 @@ from textual.app import App
 from textual.binding import Binding
 
 from memtui.analysis.diff import MemoryDiff
+from memtui.tui.lifecycle import run_in_terminal
 from memtui.tui.screens.diff_report import DiffReportScreen
 
 
@@ -23,5 +24,4 @@ class DiffApp(App[int]):
 
 def run_diff_app(diff: MemoryDiff) -> int:
     app = DiffApp(diff)
-    app.run()
-    return app.return_code or 0
+    return run_in_terminal(app)

@@ -11,6 +11,7 @@ from textual import events
 from textual.binding import Binding
 
 from memtui.tui.app import MemtuiApp
+from memtui.tui.lifecycle import run_in_terminal
 from memtui.tui.screens.rank_list import RankListScreen, Summarize
 
 
@@ -61,5 +62,4 @@ def run_ranks_app(files: list[str], depth: int, runner, cache, moment: str = "pe
         return summarize_files(files, depth=depth, progress=progress, cache=cache, runner=runner)
 
     app = RanksApp(summarize, moment)
-    app.run()
-    return app.return_code or 0
+    return run_in_terminal(app)
