@@ -132,3 +132,27 @@ def test_streaming_path_is_taken_for_python_pickles(tmp_path):
         streamed = open_streaming(path)
         assert streamed is not None
         assert_same_model(streamed, open_plain(path))
+
+
+def test_helper_process_gives_the_same_model(monkeypatch):
+    """Large files are rewritten in a second process; force it on for a small one."""
+    import memtui.load.stream as stream
+
+    monkeypatch.setattr(stream, "HELPER_PROCESS_MIN_BYTES", 0)
+    path = sample_files()[0]
+    seen = []
+    streamed = open_streaming(path, lambda stage, done, total: seen.append((stage, done, total)))
+    assert streamed is not None
+    assert_same_model(streamed, open_plain(path))
+    reading = [done for stage, done, _ in seen if stage == "reading"]
+    assert reading and reading[-1] == path.stat().st_size
+
+
+def test_helper_process_passes_fallbacks_on(monkeypatch, tmp_path):
+    import memtui.load.stream as stream
+
+    monkeypatch.setattr(stream, "HELPER_PROCESS_MIN_BYTES", 0)
+    path = tmp_path / "list.pickle"
+    path.write_bytes(pickle.dumps([{"address": 1, "total_size": 2}], protocol=4))  # no trace at all
+    assert open_streaming(path) is None
+    assert_same_model(open_snapshot(path, cache=None), open_plain(path))

@@ -67,11 +67,12 @@ def open_snapshot(
 
 def open_plain(path: str | os.PathLike, progress: ProgressFn | None = None) -> Snapshot:
     """The reference path: ``pickle.load`` (restricted), then the model."""
-    raw = read_snapshot(path, progress)
-    if progress is not None:
-        progress("indexing", 0, 1)
-    snapshot = build_model(raw, os.fspath(path), os.path.getsize(path))
-    del raw
+    with _gc_paused():
+        raw = read_snapshot(path, progress)
+        if progress is not None:
+            progress("indexing", 0, 1)
+        snapshot = build_model(raw, os.fspath(path), os.path.getsize(path))
+        del raw
     if progress is not None:
         progress("indexing", 1, 1)
     return snapshot

@@ -105,6 +105,11 @@ class DeviceModel:
 
     def _find_block(self, addr: int, n: int | None) -> list[Match]:
         lo, hi = self.lives.address_range(addr)
+        if n is not None:
+            # One life per (address, version): a binary search, not a walk over every life a
+            # busy address had (thousands in a long trace).
+            life = self.lives.find(addr, n)
+            lo, hi = (life, life + 1) if life != NONE else (lo, lo)
         blocks_here = np.nonzero(self.blocks.address == addr)[0] if len(self.blocks) else []
         out: list[Match] = []
         for life in range(lo, hi):
