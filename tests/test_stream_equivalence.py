@@ -66,6 +66,8 @@ OPTIONAL = ["stream", "time_us", "compile_context", "user_metadata", "frames", "
 def trace(draw, frames_pool):
     n = draw(st.sampled_from([0, 1, 2, 7, 1001, 2003]) if draw(st.booleans()) else st.integers(0, 30))
     dropped = draw(st.sets(st.sampled_from(OPTIONAL)))
+    # torch writes a fresh 'N/A' object per entry (streamed); Python shares one (falls back)
+    fresh = draw(st.booleans())
     entries = []
     lists: list[list] = []
     for i in range(n):
@@ -73,7 +75,8 @@ def trace(draw, frames_pool):
                  "addr": 0x7F0000000000 + 512 * (i % 13), "size": 512 * (1 + i % 4)}
         entry["stream"] = i % 2
         entry["time_us"] = 1_700_000_000_000 + i if i % 17 else float(i)
-        entry["compile_context"] = "N/A" if i % 11 else "Torch-Compiled Region: 0/0"
+        context = "N/A" if i % 11 else "Torch-Compiled Region: 0/0"
+        entry["compile_context"] = "".join([context[:1], context[1:]]) if fresh else context
         entry["user_metadata"] = "" if i % 7 else f"step {i}"
         if lists and i % 3 == 2:
             entry["frames"] = lists[-1]  # a free_completed sharing its free_requested's list
