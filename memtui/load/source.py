@@ -99,7 +99,10 @@ def open_decompressed(info: SourceInfo, progress: ProgressFn | None = None) -> B
 def open_unguarded(info: SourceInfo, progress: ProgressFn | None = None) -> BinaryIO:
     """The decompressed content without the guard: only for reads of a known, small size."""
     raw = open(info.path, "rb", buffering=0)
-    counted = io.BufferedReader(CountingReader(raw, info.size, progress, "reading"), 1 << 20)
+    # Compressed input is read in small pieces: each inflates to many times its size, and
+    # the progress (counted in file bytes) should move while that is decoded.
+    buffer = 1 << 20 if info.compression is None else 1 << 16
+    counted = io.BufferedReader(CountingReader(raw, info.size, progress, "reading"), buffer)
     if info.compression is None:
         return counted
     if info.compression == "gzip":
