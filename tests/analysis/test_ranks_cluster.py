@@ -217,3 +217,17 @@ def test_outlier_groups_gather_ranks_that_differ_alike():
     assert sum(b["count"] for b in histogram) == 40
     assert histogram[0]["outliers"] == [30] and histogram[-1]["outliers"] == [7, 21]
     assert rank_ranges([0, 1, 2, 5, 7, 8]) == "0-2, 5, 7-8"
+
+
+def test_the_summary_cache_keeps_the_most_recently_used_and_turns_off_when_unwritable(tmp_path):
+    files = rank_set(tmp_path / "job", ranks=4)
+    cache = SummaryCache(str(tmp_path / "cache"))
+    summarize_files(files, workers=1, cache=cache)
+    assert cache.prune(keep=2) == 2 and len(os.listdir(cache.folder)) == 2
+
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    warnings = []
+    unwritable = SummaryCache(str(blocked), warn=warnings.append)  # its folder cannot be made
+    assert summarize_files(files, workers=1, cache=unwritable) == summarize_files(files, workers=1)
+    assert unwritable.disabled and len(warnings) == 1 and "summary cache off" in warnings[0]
