@@ -46,9 +46,10 @@ def run(args) -> int:
     if args.tui and args.json:
         raise UsageError("--tui and --json do not go together")
     depth = check_depth(args.depth)
-    cluster = args.cluster or os.environ.get(SCHEDULER_ENV) or None
-    if cluster and args.workers is not None:
+    if args.cluster and args.workers is not None:
         raise UsageError("--workers is for local worker processes; a --cluster brings its own workers")
+    # The scheduler in the environment is a default: asking for local workers overrides it.
+    cluster = args.cluster or (os.environ.get(SCHEDULER_ENV) if args.workers is None else None) or None
     files = find_rank_files(args.inputs)
     cache = default_summary_cache()
     runner = open_runner(cluster, args.workers, len(files))
@@ -58,9 +59,11 @@ def run(args) -> int:
 
             return run_ranks_app(files, depth, runner, cache, args.at)
         progress = ProgressLine() if sys.stderr.isatty() else None
-        summaries = summarize_files(files, depth=depth, progress=progress, cache=cache, runner=runner)
-        if progress:
-            progress.clear()
+        try:
+            summaries = summarize_files(files, depth=depth, progress=progress, cache=cache, runner=runner)
+        finally:
+            if progress:  # before any error message, which would otherwise share its line
+                progress.clear()
     finally:
         runner.close()
     result = compare_ranks(summaries, args.at)
