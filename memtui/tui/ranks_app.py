@@ -7,6 +7,9 @@ than quitting.
 
 from __future__ import annotations
 
+import os
+import sys
+
 from textual import events
 from textual.binding import Binding
 
@@ -20,7 +23,7 @@ class RanksApp(MemtuiApp):
     BINDINGS = [
         Binding("q", "quit", "Quit / back to the ranks"),
         Binding("question_mark", "help", "Help"),
-        Binding("ctrl+c", "quit", "Quit", show=False),
+        Binding("ctrl+c", "quit_all", "Quit", show=False),
     ]
 
     def __init__(self, summarize: Summarize, moment: str = "peak") -> None:
@@ -40,6 +43,9 @@ class RanksApp(MemtuiApp):
     def on_load_finished(self, message) -> None:
         if not self._opening_another:  # a rank whose loading was stopped with q finished anyway
             message.prevent_default()
+
+    def action_quit_all(self) -> None:
+        self.exit(0)
 
     async def action_quit(self) -> None:
         if self.screen is self.rank_list:
@@ -62,4 +68,12 @@ def run_ranks_app(files: list[str], depth: int, runner, cache, moment: str = "pe
         return summarize_files(files, depth=depth, progress=progress, cache=cache, runner=runner)
 
     app = RanksApp(summarize, moment)
-    return run_in_terminal(app)
+    code = run_in_terminal(app)
+    if app.loading:
+        # Quit while a rank was loading: the unpickler cannot be interrupted, and waiting
+        # for it would make quitting take as long as the load (as in run_app).
+        runner.close()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
