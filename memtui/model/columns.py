@@ -1,7 +1,7 @@
 """Turning Python lists of values into numpy columns, tolerating odd values.
 
-Integers stay exact: addresses past 63 bits fall back to uint64, and past 64 bits to an
-object column, never wrapped. A value of the wrong type becomes a neutral default and
+Integers stay exact: addresses past 63 bits fall back to uint64, and past 64 bits (up to
+128) to an object column, never wrapped. A value of the wrong type becomes a neutral default and
 is reported through ``warnings`` so ``memtui check`` can list it.
 """
 
@@ -22,7 +22,7 @@ def int_column(values: list, field: str, warnings: list[str], default: int = 0, 
     if not values:
         return np.zeros(0, np.int64)
     try:
-        return np.array(values, dtype=np.int64)
+        return _one_dimensional(np.array(values, dtype=np.int64))
     except (OverflowError, TypeError, ValueError):
         pass
     values = _sanitize_ints(values, field, warnings, default, wide)
@@ -39,7 +39,7 @@ def int_column(values: list, field: str, warnings: list[str], default: int = 0, 
 def float_column(values: list, field: str, warnings: list[str]) -> np.ndarray:
     """float64 column; None and unreadable values become NaN."""
     try:
-        return np.array(values, dtype=np.float64) if values else np.zeros(0, np.float64)
+        return _one_dimensional(np.array(values, dtype=np.float64)) if values else np.zeros(0, np.float64)
     except (TypeError, ValueError, OverflowError):
         out = np.full(len(values), np.nan)
         bad = 0
@@ -57,6 +57,14 @@ def float_column(values: list, field: str, warnings: list[str]) -> np.ndarray:
 
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+WIDEST = 1 << 128  # wide values are kept exact up to here; past it they are not addresses but noise
+
+
+def _one_dimensional(array: np.ndarray) -> np.ndarray:
+    # numpy turns values that are all lists of one length into a 2-D array without complaint.
+    if array.ndim != 1:
+        raise TypeError("not one number per value")
+    return array
 
 
 def _sanitize_ints(values: list, field: str, warnings: list[str], default: int, wide: bool) -> list:
@@ -66,7 +74,7 @@ def _sanitize_ints(values: list, field: str, warnings: list[str], default: int, 
         if isinstance(v, float) and math.isfinite(v) and abs(v) < 2**63:
             v = int(v)
         if isinstance(v, bool) or not isinstance(v, int) or (not wide and not INT64_MIN <= v <= INT64_MAX) or (
-                wide and v < INT64_MIN):
+                wide and not INT64_MIN <= v < WIDEST):
             out.append(default)
             bad += 1
         else:
