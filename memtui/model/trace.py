@@ -130,6 +130,8 @@ class _Column:
         if self.raw is None:
             try:
                 array = np.array(values, self.dtype)
+                if array.ndim != 1:  # values that are equal-length lists make a 2-D array
+                    raise TypeError("not one number per entry")
             except (OverflowError, TypeError, ValueError):
                 if strict:
                     raise UnplainValue("a numeric field holds a value that is not a plain number") from None
