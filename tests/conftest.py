@@ -79,3 +79,12 @@ def _private_cache_home(tmp_path_factory):
         os.environ.pop("XDG_CACHE_HOME", None)
     else:
         os.environ["XDG_CACHE_HOME"] = previous
+
+
+def pytest_terminal_summary(terminalreporter):
+    """How many fuzz cases ran (set MEMTUI_FUZZ_EXAMPLES for a long run)."""
+    from tests.fixtures.snapshot_strategies import CASES_RUN
+
+    if CASES_RUN:
+        parts = ", ".join(f"{name} {count:,}" for name, count in sorted(CASES_RUN.items()))
+        terminalreporter.write_line(f"fuzz cases run: {sum(CASES_RUN.values()):,} ({parts})")

@@ -1,100 +1,73 @@
 """Fuzzing the loader and model: any input gives a consistent model or a memtui error.
 
-The strategy mirrors DESIGN.md's format and then breaks it: wrong types in fields,
-negative sizes, frees of unknown addresses, blocks outside their segment, duplicate
-addresses, NaN/None times, control characters in names, long stacks. Byte mutations of
-a real pickle come on top. ``MEMTUI_FUZZ_EXAMPLES`` raises the number of cases for a
-long run; the default keeps CI short.
+The strategies (tests/fixtures/snapshot_strategies.py) mirror DESIGN.md's format and
+then break it: wrong types in fields, negative and huge sizes, frees of unknown
+addresses, blocks outside their segment, duplicate addresses, NaN/None times, control
+characters and lone surrogates in names, deep nesting, 10,000-frame stacks. Byte
+mutations of a real pickle come on top. Every model must pass ``check_snapshot`` and
+every text the commands print from it must be terminal-safe and JSON-encodable.
+``MEMTUI_FUZZ_EXAMPLES`` raises the number of cases for a long run; the default keeps CI
+short.
 """
 
 from __future__ import annotations
 
-import os
+import json
 import pickle
+import sys
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from memtui.commands.events import event_row, first_time
+from memtui.commands.info import render_text, summarize
 from memtui.errors import MemtuiError
 from memtui.model import open_snapshot
 from memtui.model.checks import check_snapshot
 from memtui.replay import Replayer
+from tests.conftest import SHARED
 from tests.fixtures import variants
+from tests.fixtures.snapshot_strategies import count_case, fuzz_settings, snapshots
 
-EXAMPLES = int(os.environ.get("MEMTUI_FUZZ_EXAMPLES", "60"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                             HealthCheck.too_slow])
-
-odd_scalars = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=True), st.text(max_size=5),
-                        st.integers(-(1 << 70), 1 << 70))
-names = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12) | st.sampled_from(
-    ["forward", "\x1b[2J\x1b[31mevil", "train.py", "??", ""])
-frames = st.fixed_dictionaries({"filename": names, "line": st.integers(0, 10_000) | odd_scalars, "name": names})
-stacks = st.lists(frames, max_size=6) | st.just([variants.FRAME_A] * 300)
-addresses = st.sampled_from([0x7F0000000000 + k * 512 for k in range(8)]) | st.integers(-5, 1 << 66)
-actions = st.sampled_from(["alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
-                           "segment_map", "segment_unmap", "oom", "snapshot", "free", "mystery"])
+FUZZ = fuzz_settings()
 
 
-@st.composite
-def entries(draw):
-    entry = {
-        "action": draw(actions | odd_scalars),
-        "addr": draw(addresses | odd_scalars),
-        "size": draw(st.integers(-1024, 1 << 34) | odd_scalars),
-        "stream": draw(st.integers(0, 1 << 40) | odd_scalars),
-        "time_us": draw(st.integers(0, 1 << 52) | st.none() | st.floats(allow_nan=True)),
-    }
-    if draw(st.booleans()):
-        entry["frames"] = draw(stacks)
-    if draw(st.booleans()):
-        entry["compile_context"] = draw(names | odd_scalars)
-    if entry["action"] == "oom":
-        entry["device_free"] = draw(st.integers(0, 1 << 40) | odd_scalars)
-    return entry
-
-
-@st.composite
-def blocks(draw, base):
-    return {
-        "address": base + draw(st.integers(-1024, 1 << 22)),
-        "size": draw(st.integers(-512, 1 << 22)),
-        "requested_size": draw(st.integers(0, 1 << 22)),
-        "state": draw(st.sampled_from(["active_allocated", "active_pending_free", "inactive",
-                                       "active_awaiting_free", "weird"])),
-        "frames": draw(stacks),
-    }
-
-
-@st.composite
-def segments(draw):
-    base = draw(st.sampled_from([0x7F0000000000, 0x7F0000400000]))
-    seg = {"device": draw(st.integers(0, 2)), "address": base, "total_size": draw(st.integers(0, 1 << 23)),
-           "stream": 0, "segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": draw(st.booleans()),
-           "blocks": draw(st.lists(blocks(base), max_size=4))}
-    for key in ("allocated_size", "active_size"):
-        if draw(st.booleans()):
-            seg[key] = draw(st.integers(0, 1 << 23))
-    return seg
-
-
-snapshots = st.fixed_dictionaries({
-    "segments": st.lists(segments(), max_size=3),
-    "device_traces": st.lists(st.lists(entries(), max_size=25), max_size=3),
-})
-
-
-def check_model_or_error(path) -> None:
+def dump(snapshot: dict, protocol: int) -> bytes:
+    # Deeply nested values need more than the default recursion limit to be pickled at all.
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 20_000))
     try:
-        snap = open_snapshot(path)
+        return pickle.dumps(snapshot, protocol=protocol)
+    except ValueError:  # protocols 0 and 1 write ints as decimal text, refused past 4300 digits
+        return pickle.dumps(snapshot, protocol=4)
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def check_model_or_error(path, streaming: bool = True) -> None:
+    try:
+        snap = open_snapshot(path, streaming=streaming, cache=None)
     except MemtuiError:
         return
-    check_snapshot(snap)
+    check_model(snap)
+
+
+def check_model(snap) -> None:
+    """Everything the commands show of ``snap`` can be computed, printed and encoded."""
+    findings = check_snapshot(snap)
+    summary = summarize(snap)
+    json.dumps(summary)
+    json.dumps([f.as_dict() for f in findings])
+    printed = [render_text(snap, summary)] + [f.message for f in findings]
     for dev in snap.devices:
         n = len(dev.trace)
+        t0 = first_time(dev.trace.time_us)
         for i in range(n):
             dev.event_address_n(i)
+            row = event_row(snap, dev.device, i, t0)
+            json.dumps(row)
+            printed.append(f"{row['action']} {row['address_n']} {row['top_frame']}")
         replayer = Replayer(dev)
         for i in {-1, 0, n // 2, n - 1}:
             state = replayer.state_at(i)
@@ -103,31 +76,47 @@ def check_model_or_error(path) -> None:
             text = dev.block_address_n(b)
             if text:
                 assert dev.find(text)
-    for text in snap.strings.values:
-        assert text.isprintable(), repr(text)
+        printed.extend(dev.blocks.state_names)
+    printed.extend(snap.strings.values)
+    printed.extend(snap.actions.names)
+    printed.extend(f"{a.stage} {a.name}" for a in snap.annotations)
+    for text in printed:
+        for line in text.split("\n"):
+            assert line.isprintable(), repr(line)
 
 
 @FUZZ
-@given(snapshot=snapshots, protocol=st.integers(0, 5))
-def test_random_snapshots(tmp_path, snapshot, protocol):
+@given(snapshot=snapshots, protocol=st.integers(0, 5), streaming=st.booleans())
+def test_random_snapshots(tmp_path, snapshot, protocol, streaming):
+    count_case("random snapshots")
     path = tmp_path / "fuzz.pickle"
-    path.write_bytes(pickle.dumps(snapshot, protocol=protocol))
-    check_model_or_error(path)
+    path.write_bytes(dump(snapshot, protocol))
+    check_model_or_error(path, streaming)
+
+
+def mutation_base() -> bytes:
+    real = SHARED / "multistream.pickle"
+    return real.read_bytes() if real.exists() else pickle.dumps(variants.modern(), protocol=4)
 
 
 BASE = pickle.dumps(variants.modern(), protocol=4)
+REAL_BASE = mutation_base()
 
 
 @FUZZ
-@given(edits=st.lists(st.tuples(st.integers(0, len(BASE) - 1), st.integers(0, 255)), min_size=1, max_size=8),
-       cut=st.integers(1, len(BASE)))
-def test_byte_mutations(tmp_path, edits, cut):
-    data = bytearray(BASE)
+@given(data=st.data(), real=st.booleans(), streaming=st.booleans())
+def test_byte_mutations(tmp_path, data, real, streaming):
+    count_case("byte mutations")
+    base = REAL_BASE if real else BASE
+    edits = data.draw(st.lists(st.tuples(st.integers(0, len(base) - 1), st.integers(0, 255)), min_size=1,
+                               max_size=8), label="edits")
+    cut = data.draw(st.integers(1, len(base)), label="cut")
+    mutated = bytearray(base)
     for pos, value in edits:
-        data[pos] = value
+        mutated[pos] = value
     path = tmp_path / "mutated.pickle"
-    path.write_bytes(bytes(data[:cut]))
-    check_model_or_error(path)
+    path.write_bytes(bytes(mutated[:cut]))
+    check_model_or_error(path, streaming)
 
 
 def test_escape_sequences_never_survive(tmp_path):
