@@ -161,7 +161,8 @@ class Snapshot:
 
     @property
     def name(self) -> str:
-        return os.path.basename(self.source_path) if self.source_path else "<memory>"
+        """The file's name as shown: control characters in it (it came from elsewhere) escaped."""
+        return terminal_safe(os.path.basename(self.source_path)) if self.source_path else "<memory>"
 
     def device(self, d: int) -> DeviceModel:
         return self.devices[d]
