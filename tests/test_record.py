@@ -193,7 +193,9 @@ def test_atomic_write_failure_keeps_the_old_file(tmp_path):
 def test_written_file_follows_umask(tmp_path):
     files.write_snapshot(FAKE_SNAPSHOT, tmp_path / "s.pickle")
     mode = os.stat(tmp_path / "s.pickle").st_mode & 0o777
-    assert mode == 0o666 & ~files._UMASK
+    umask = os.umask(0)
+    os.umask(umask)
+    assert mode == 0o666 & ~umask
 
 
 # ---------------------------------------------------------------------------------------

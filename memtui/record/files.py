@@ -12,9 +12,10 @@ import gzip
 import lzma
 import os
 import pickle
-import tempfile
 from collections.abc import Iterator, Mapping
 from typing import IO
+
+from memtui.atomic import atomic_write
 
 # torch's own `_dump_snapshot` pickles with protocol 4 and memory_viz's JavaScript unpickler
 # accepts protocols 2-4 only, so a newer default protocol would make files it cannot open.
@@ -22,17 +23,6 @@ PICKLE_PROTOCOL = 4
 
 COMPRESSION_SUFFIXES = {".xz": "xz", ".gz": "gzip", ".bz2": "bz2"}
 SNAPSHOT_SUFFIXES = (".pickle", ".pkl")
-
-
-def _read_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-# Read once, at import: os.umask can only be read by setting it, which is not safe to do
-# later from an OOM observer while other threads may be creating files.
-_UMASK = _read_umask()
 
 
 def compression_for(path: str | os.PathLike) -> str | None:
@@ -111,55 +101,15 @@ def _compressed(raw: IO[bytes], compression: str | None) -> Iterator[IO[bytes]]:
         yield stream
 
 
-def atomic_write(path: str | os.PathLike, write) -> str:
-    """Call ``write(fileobj)`` on a temporary file next to ``path``, then rename it into place.
-
-    A reader (or a crash half-way through a multi-gigabyte dump) never sees a partial file:
-    the old file, if any, stays until the new one is complete and flushed to disk. The
-    temporary file is in the same directory so the final ``os.replace`` is a rename on one
-    file system. Returns the absolute path written.
-    """
-    target = os.path.abspath(os.fspath(path))
-    directory = os.path.dirname(target)
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            write(raw)
-            raw.flush()
-            os.fsync(raw.fileno())
-        # mkstemp creates 0600 files; give the snapshot the permissions a plain open() would.
-        os.chmod(tmp, 0o666 & ~_UMASK)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_directory(directory)
-    return target
-
-
 def write_snapshot(snapshot: object, path: str | os.PathLike) -> str:
     """Pickle ``snapshot`` (protocol 4) to ``path`` atomically, compressed by its extension."""
     compression = compression_for(path)
 
-    def write(raw: IO[bytes]) -> None:
-        with _compressed(raw, compression) as out:
-            pickle.dump(snapshot, out, protocol=PICKLE_PROTOCOL)
-
-    return atomic_write(path, write)
-
-
-def _fsync_directory(directory: str) -> None:
-    # The rename is durable only once the directory entry is; not every platform allows
-    # opening a directory, and losing this is not worth failing a finished dump over.
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    target = os.path.abspath(os.fspath(path))
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    # The same atomic write as exports and caches: a reader (or a crash half-way through a
+    # multi-gigabyte dump) never sees a partial file, and a killed dump's temporary file is
+    # removed by the next write into that folder. An existing file is replaced.
+    with atomic_write(target, force=True) as raw, _compressed(raw, compression) as out:
+        pickle.dump(snapshot, out, protocol=PICKLE_PROTOCOL)
+    return target
