@@ -130,9 +130,9 @@ def build_segments(
 
 
 def _pool_key(pool: object) -> tuple:
-    """A hashable pool id: torch writes a pair of ints; anything else is shown as text."""
+    """A hashable pool id: torch writes a pair of ints; anything else (a huge int too) is shown as text."""
     items = tuple(pool) if isinstance(pool, (list, tuple)) else (pool,)
-    return tuple(v if isinstance(v, int) else terminal_safe(text_of(v)) for v in items)
+    return tuple(v if isinstance(v, int) and -(1 << 63) <= v < 1 << 64 else terminal_safe(text_of(v)) for v in items)
 
 
 def _state_name(state: object) -> str:
