@@ -134,7 +134,7 @@ def atomic_write(path: str | os.PathLike, force: bool = False) -> Iterator[Binar
             raise OutputExistsError(path)  # appeared while we were writing
         os.replace(tmp, path)
     except BaseException as exc:
-        _remove(tmp)
+        remove_quietly(tmp)
         if isinstance(exc, OSError):
             raise WriteError(f"{path}: write failed ({exc.strerror or exc})") from None
         raise
@@ -146,9 +146,18 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes, force: bool = False
         fh.write(data)
 
 
-def _remove(path: str) -> None:
+def remove_quietly(path: str | os.PathLike) -> None:
+    """Delete ``path`` if it can be; a file already gone or locked is not an error here."""
     try:
         os.unlink(path)
+    except OSError:
+        pass
+
+
+def touch_quietly(path: str | os.PathLike) -> None:
+    """Mark ``path`` as just used (its mtime orders cache pruning); failures do not matter."""
+    try:
+        os.utime(path)
     except OSError:
         pass
 

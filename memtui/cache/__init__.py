@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from memtui.atomic import remove_orphaned_temp_files
+from memtui.atomic import remove_orphaned_temp_files, remove_quietly, touch_quietly
 from memtui.cache.fileformat import FORMAT_VERSION, CorruptCache, read_cache_file, write_cache_file
 from memtui.cache.fingerprint import EDGE_BYTES, file_fingerprint
 from memtui.cache.layout import put_together, schema_signature, take_apart
@@ -72,12 +72,12 @@ class ModelCache:
             snapshot = put_together(arrays, meta, os.fspath(path))
         except (CorruptCache, KeyError, TypeError, ValueError, IndexError) as exc:
             log.info("cache file %s rejected (%s); rebuilding", entry, exc)
-            _remove(entry)
+            remove_quietly(entry)
             return None
         except OSError as exc:
             log.info("cache file %s unreadable (%s)", entry, exc)
             return None
-        _touch(entry)
+        touch_quietly(entry)
         return snapshot
 
     def check_writable(self) -> bool:
@@ -146,22 +146,10 @@ class ModelCache:
                 continue
             if name.startswith(".tmp-"):
                 if now - st.st_mtime > _STALE_TEMP_S:  # left by a process that was killed
-                    _remove(full)
+                    remove_quietly(full)
             elif name.endswith(".mtc") and full != keep:
                 entries.append((st.st_mtime, full))
         for _, full in sorted(entries, reverse=True)[KEEP_FILES - 1:]:
-            _remove(full)
+            remove_quietly(full)
 
 
-def _remove(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
-def _touch(path: str) -> None:
-    try:
-        os.utime(path)
-    except OSError:
-        pass

@@ -24,7 +24,7 @@ import msgpack
 
 from memtui import __version__
 from memtui.analysis.ranks import SUMMARY_VERSION, rank_from_name
-from memtui.atomic import write_bytes_atomic
+from memtui.atomic import remove_quietly, touch_quietly, write_bytes_atomic
 from memtui.cache import default_cache_dir
 from memtui.cache.fingerprint import file_fingerprint
 from memtui.errors import MemtuiError
@@ -90,9 +90,9 @@ class SummaryCache:
             return None
         except (ValueError, KeyError, TypeError, AttributeError, msgpack.UnpackException) as exc:
             log.info("summary %s rejected (%s)", entry, exc)
-            _remove(entry)
+            remove_quietly(entry)
             return None
-        _touch(entry)
+        touch_quietly(entry)
         self.hits += 1
         return {**summary, "file": path, "rank": rank_from_name(path)}
 
@@ -132,19 +132,7 @@ class SummaryCache:
                 continue
         aged.sort(reverse=True)
         for _, full in aged[keep:]:
-            _remove(full)
+            remove_quietly(full)
         return max(0, len(aged) - keep)
 
 
-def _remove(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
-def _touch(path: str) -> None:
-    try:
-        os.utime(path)
-    except OSError:
-        pass

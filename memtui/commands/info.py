@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from memtui.commands._common import add_json_flag, add_snapshot_argument, load, print_json
+from memtui.jsonvalue import json_value
 from memtui.model import Snapshot
 from memtui.model.segments import BLOCK_STATES
 from memtui.units import format_bytes
@@ -64,10 +63,10 @@ def summarize(snapshot: Snapshot) -> dict:
         "file": snapshot.source_path,
         "file_size": snapshot.source_size,
         "devices": devices,
-        "allocator_settings": _jsonable(snapshot.allocator_settings),
+        "allocator_settings": json_value(snapshot.allocator_settings),
         "annotations": len(snapshot.annotations),
         "warnings": list(snapshot.warnings),
-        "export_header": _jsonable(snapshot.header) if snapshot.header else None,
+        "export_header": json_value(snapshot.header) if snapshot.header else None,
     }
 
 
@@ -107,15 +106,3 @@ def render_text(snapshot: Snapshot, summary: dict) -> str:
     for warning in summary["warnings"]:
         lines.append(f"warning: {warning}")
     return "\n".join(lines)
-
-
-def _jsonable(value: object) -> object:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    return str(value)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import os
 import pickle
 
 from memtui.atomic import atomic_write, check_writable_target
 from memtui.errors import UsageError
+from memtui.jsonvalue import json_value
 from memtui.load import ProgressFn, read_snapshot
 
 PICKLE_PROTOCOL = 4  # what _dump_snapshot uses, and the newest memory_viz's unpickler reads
@@ -57,7 +57,7 @@ def write_json(snapshot: dict, target: str, force: bool = False) -> None:
         _dump_json(snapshot, target, force)
     except (ValueError, TypeError):
         # NaN/inf times or an odd value somewhere: standard JSON has no spelling for them.
-        _dump_json(_json_safe(snapshot), target, force)
+        _dump_json(json_value(snapshot), target, force)
 
 
 def _dump_json(snapshot: dict, target: str, force: bool) -> None:
@@ -67,15 +67,3 @@ def _dump_json(snapshot: dict, target: str, force: bool) -> None:
         json.dump(snapshot, text, allow_nan=False, separators=(",", ":"))
         text.flush()
         text.detach()
-
-
-def _json_safe(value: object) -> object:
-    if isinstance(value, dict):
-        return {k if isinstance(k, str) else str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    return str(value)
