@@ -17,6 +17,7 @@ from memtui.model import build_model
 from memtui.query import FilterError, compile_filter
 from tests.conftest import SHARED
 from tests.fixtures.filter_reference import ReferenceDevice
+from tests.fixtures.snapshot_strategies import count_case
 from tests.fixtures.synthetic import synthetic_snapshot
 
 # The reference walks every event in Python: fewer examples on the larger real files.
@@ -192,6 +193,7 @@ def test_mask_equals_reference_real(path, data):
 
 
 def check_against_reference(subject: Subject, data) -> None:
+    count_case("filters against the reference")
     text = data.draw(expression(subject), label="filter")
     compiled = compile_filter(text)
     for ref in subject.references:
