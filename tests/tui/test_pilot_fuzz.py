@@ -4,7 +4,7 @@ Each run draws keys from every binding of the explorer (panes, jumps, search and
 bars with random text, analyses, export, help, palette) and resizes the terminal now and
 then, down to a few cells; the app must survive all of it (Pilot re-raises anything the
 app did not handle). Sequences come from fixed seeds so a failure names the seed that
-reproduces it. ``MEMTUI_FUZZ_EXAMPLES`` sets how many sequences a long run plays.
+reproduces it. A long run (``MEMTUI_FUZZ_EXAMPLES``) plays more sequences.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from tests.conftest import SHARED
 from tests.fixtures.snapshot_strategies import LONG_RUN, count_case
 from tests.tui.helpers import make_app, ready, tiny_path
 
-SEQUENCES = int(os.environ.get("MEMTUI_FUZZ_EXAMPLES", "1")) if LONG_RUN else 1
+# A sequence takes seconds where a model case takes milliseconds: a long run plays one
+# sequence for every 50 cases it asks for.
+SEQUENCES = max(1, int(os.environ.get("MEMTUI_FUZZ_EXAMPLES", "0")) // 50) if LONG_RUN else 1
 STEPS = 40
 
 KEYS = ["up", "down", "pageup", "pagedown", "home", "end", "g", "G", "j", "k", "h", "l", "left", "right", "tab",
