@@ -10,6 +10,7 @@ import pytest
 
 from memtui import cli
 from memtui.cache import ModelCache
+from memtui.cache.fileformat import FORMAT_VERSION
 from memtui.model import open_plain, open_snapshot
 from tests.conftest import sample_files, shared_params
 from tests.model_equality import assert_same_model
@@ -114,8 +115,8 @@ def test_unwritable_cache_folder_falls_back_with_one_warning(snap, tmp_path):
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes to read-only folders")
 def test_read_only_cache_folder_falls_back(snap, tmp_path):
     folder = tmp_path / "ro"
-    (folder / "v1").mkdir(parents=True)
-    os.chmod(folder / "v1", 0o555)
+    (folder / f"v{FORMAT_VERSION}").mkdir(parents=True)
+    os.chmod(folder / f"v{FORMAT_VERSION}", 0o555)
     warnings: list[str] = []
     cache = ModelCache(str(folder), warn=warnings.append)
     open_snapshot(snap, cache=cache)
@@ -167,7 +168,7 @@ def test_cached_columns_are_writable_copies(snap, tmp_path):
 def test_command_line_options(snap, tmp_path, capsys):
     folder = tmp_path / "cli-cache"
     assert cli.main(["info", str(snap), "--cache-dir", str(folder)]) == 0
-    assert len(os.listdir(folder / "v1")) == 1
+    assert len(os.listdir(folder / f"v{FORMAT_VERSION}")) == 1
     assert cli.main(["--cache-dir", str(folder), "info", str(snap)]) == 0  # a hit, before the command too
     other = tmp_path / "other-cache"
     assert cli.main(["info", "--no-cache", "--cache-dir", str(other), str(snap)]) == 0
