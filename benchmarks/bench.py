@@ -138,6 +138,8 @@ def format_row(results: dict, label: str, key: str, kind: str, target, note: str
             if key in _SMALL_FILE_TARGETS and (lookup(results, "cold.events") or 0) <= 1_500_000:
                 limit = _SMALL_FILE_TARGETS[key]
             number = value / (base_time if kind == "time" else base_mem)
+        elif how == "ratio":
+            return [label, shown, ratio, note, "no pickle.load figure to compare with"]
         else:
             number = value
         verdict = "met" if number <= limit else "NOT met"
