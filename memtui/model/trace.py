@@ -272,6 +272,7 @@ class TraceBuilder:
         time_col = self._time
         time_us = float_column(time_col.values(), "time_us", warnings) if time_col.raw is not None \
             else time_col.concatenate()
+        time_us[np.isinf(time_us)] = np.nan  # an infinite time is no time: NaN is the one spelling of that
         device_free = self._int_column(self._device_free, "device_free", warnings, NO_VALUE, False)
         ctx_ids = self._ctx_strings.to_global(self.tables.strings)
         meta_ids = self._meta_strings.to_global(self.tables.strings)
