@@ -150,7 +150,7 @@ class _Builder:
                      "compile_context": strings[ctx], "user_metadata": strings[meta]}
             if t is None:
                 del entry["time_us"]
-            if name not in _NO_FRAMES_ACTIONS:
+            if name not in _NO_FRAMES_ACTIONS or sid >= 0:  # a snapshot entry has frames only if it had them
                 entry["frames"] = stacks[sid] if sid >= 0 else no_frames
             if device_free != -1:
                 entry["device_free"] = device_free
