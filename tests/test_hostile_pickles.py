@@ -67,10 +67,16 @@ def fake_global(module: str, name: str, marker: Path):
         marker.touch()
 
     payload.__module__, payload.__qualname__, payload.__name__ = module, name, name
+    missing = object()
+    previous = getattr(sys.modules[module], name, missing)  # the real one, when torch is installed
     setattr(sys.modules[module], name, payload)
     try:
         yield payload
     finally:
+        if previous is missing:
+            delattr(sys.modules[module], name)
+        else:
+            setattr(sys.modules[module], name, previous)
         for dotted in created:
             del sys.modules[dotted]
 
