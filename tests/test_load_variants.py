@@ -10,8 +10,8 @@ import pickle
 import numpy as np
 import pytest
 
-from memtui.model import build_model, open_snapshot
 from memtui.model import actions as act
+from memtui.model import build_model, open_snapshot
 from memtui.model.segments import PENDING_FREE
 from tests.conftest import sample_files
 from tests.fixtures import variants
