@@ -15,6 +15,9 @@ from memtui.cli import main
 from memtui.commands import cycles, diff, leaks, oom
 from tests.analysis.snapshots import cached
 from tests.conftest import SHARED, sample_files, shared_params
+from tests.conftest import SHARED as SHARED_DIR
+
+NEEDS_SHARED = pytest.mark.skipif(not SHARED_DIR.is_dir(), reason=f"no real snapshots at {SHARED_DIR}")
 
 SINGLE_FILE_COMMANDS = ["oom", "leaks", "cycles"]
 
@@ -57,6 +60,7 @@ def test_every_analysis_on_every_file(path, capsys):
 
 
 @pytest.mark.shared
+@NEEDS_SHARED
 def test_oom_text_and_json_agree(capsys):
     path = str(SHARED / "oom_training.pickle")
     text = run(["oom", path], capsys)
@@ -66,6 +70,7 @@ def test_oom_text_and_json_agree(capsys):
 
 
 @pytest.mark.shared
+@NEEDS_SHARED
 def test_leaks_text_names_the_line(capsys):
     text = run(["leaks", str(SHARED / "leak_loss_history.pickle")], capsys)
     growing = text.split("growing call sites")[1].split("\n\n")[0]
@@ -73,6 +78,7 @@ def test_leaks_text_names_the_line(capsys):
 
 
 @pytest.mark.shared
+@NEEDS_SHARED
 def test_diff_between_events_and_bad_event(capsys):
     path = str(SHARED / "refcycle_gc_interval.pickle")
     out = json.loads(run(["diff", path, path, "--at-a", "83", "--at-b", "163", "--json"], capsys))
@@ -82,6 +88,7 @@ def test_diff_between_events_and_bad_event(capsys):
 
 
 @pytest.mark.shared
+@NEEDS_SHARED
 def test_ranks_command(tmp_path, capsys):
     for rank in (0, 1, 2):
         shutil.copy(SHARED / "train_linear_adam.pickle", tmp_path / f"r.rank{rank}.pickle")
@@ -128,6 +135,7 @@ def test_analyses_are_fast_on_a_million_events(big_trace):
 
 
 @pytest.mark.shared
+@NEEDS_SHARED
 def test_diff_tui_flag_opens_the_diff_screen(monkeypatch, capsys):
     import memtui.tui.diff_app as diff_app
 
