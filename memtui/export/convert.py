@@ -4,6 +4,11 @@ The pickle is what ``torch.cuda.memory._dump_snapshot`` writes: protocol 4, plai
 lists, tuples, strings and numbers, so ``python -m torch.cuda._memory_viz`` and the
 pytorch.org/memory_viz page read it. memtui's own keys (``memtui_header``) are left out:
 the output is a snapshot, not an export.
+
+JSON is written the way ``json.dump`` writes the snapshot dict, which memtui (and
+memory_viz) read back. It is measured as it is written with the loader's own limits
+(``memtui.load.limits.JsonStructure``): a file memtui would refuse to open is not written.
+A value nested too deeply for either format fails in one line, not with a traceback.
 """
 
 from __future__ import annotations
@@ -13,10 +18,11 @@ import json
 import os
 import pickle
 
-from memtui.atomic import atomic_write, check_writable_target
-from memtui.errors import UsageError
+from memtui.atomic import WriteError, atomic_write, check_writable_target
+from memtui.errors import SnapshotError, UsageError
 from memtui.jsonvalue import json_value
 from memtui.load import ProgressFn, read_snapshot
+from memtui.load.limits import MAX_JSON_DEPTH, JsonStructure
 
 PICKLE_PROTOCOL = 4  # what _dump_snapshot uses, and the newest memory_viz's unpickler reads
 FORMATS = {".pickle": "pickle", ".pkl": "pickle", ".json": "json"}
@@ -48,22 +54,68 @@ def torch_layout(snapshot: dict) -> dict:
 
 
 def write_pickle(snapshot: dict, target: str, force: bool = False) -> None:
-    with atomic_write(target, force) as fh:
-        pickle.dump(snapshot, fh, protocol=PICKLE_PROTOCOL)
+    try:
+        with atomic_write(target, force) as fh:
+            pickle.dump(snapshot, fh, protocol=PICKLE_PROTOCOL)
+    except RecursionError:
+        raise WriteError(f"{target}: not written: the snapshot holds a value nested too deeply to pickle") from None
 
 
 def write_json(snapshot: dict, target: str, force: bool = False) -> None:
     try:
-        _dump_json(snapshot, target, force)
-    except (ValueError, TypeError):
-        # NaN/inf times or an odd value somewhere: standard JSON has no spelling for them.
-        _dump_json(json_value(snapshot), target, force)
+        try:
+            _dump_json(snapshot, target, force)
+        except (ValueError, TypeError):
+            # NaN/inf times or an odd value somewhere: standard JSON has no spelling for them.
+            _dump_json(json_value(snapshot), target, force)
+    except (RecursionError, _TooDeep):
+        raise WriteError(f"{target}: not written: the snapshot holds a value nested more than {MAX_JSON_DEPTH} "
+                         "deep, which memtui does not read back from JSON") from None
+    except _Refused as exc:
+        raise WriteError(f"{target}: not written: {exc}") from None
+
+
+class _Refused(Exception):
+    """The JSON being written is one the loader would refuse."""
+
+
+class _TooDeep(_Refused):
+    pass
 
 
 def _dump_json(snapshot: dict, target: str, force: bool) -> None:
     # Streamed: json.dump writes piece by piece, never the whole text at once.
     with atomic_write(target, force) as fh:
-        text = io.TextIOWrapper(fh, encoding="utf-8", write_through=False)
+        measured = _MeasuredWriter(fh, JsonStructure(target))
+        buffered = io.BufferedWriter(measured, 1 << 20)
+        text = io.TextIOWrapper(buffered, encoding="utf-8", write_through=False)
         json.dump(snapshot, text, allow_nan=False, separators=(",", ":"))
         text.flush()
-        text.detach()
+        text.detach().detach()
+        measured.finish()
+
+
+class _MeasuredWriter(io.RawIOBase):
+    """Passes bytes to ``fh`` after the loader's JSON limits have measured them."""
+
+    def __init__(self, fh, structure: JsonStructure) -> None:
+        self._fh = fh
+        self._structure = structure
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self._check(self._structure.feed, data)
+        return self._fh.write(data)
+
+    def finish(self) -> None:
+        self._check(self._structure.finish)
+
+    def _check(self, step, *args) -> None:
+        try:
+            step(*args)
+        except SnapshotError as exc:
+            if self._structure.deepest > MAX_JSON_DEPTH:
+                raise _TooDeep() from None
+            raise _Refused(str(exc).split(": refused: ", 1)[-1]) from None

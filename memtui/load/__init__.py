@@ -1,7 +1,8 @@
 """File → plain snapshot dict: safe unpickling, decompression, format normalization.
 
 ``read_snapshot`` is the single entry point. It never executes code from the file and
-every failure is a :class:`memtui.errors.SnapshotError` with a one-line message.
+every failure is a :class:`memtui.errors.SnapshotError` with a one-line message. The
+format is told by content (:func:`content_kind`), never by the file's name.
 """
 
 from __future__ import annotations
@@ -10,15 +11,19 @@ import os
 
 from memtui.errors import SnapshotError
 from memtui.load.changes import check_unchanged, file_state
+from memtui.load.json_snapshot import load_json, looks_like_json
 from memtui.load.normalize import normalize
 from memtui.load.safe_pickle import safe_load
 from memtui.load.source import DECOMPRESSION_ERRORS, ProgressFn, SourceInfo, inspect_source, open_decompressed
 
-__all__ = ["read_snapshot", "inspect_source", "SourceInfo", "ProgressFn"]
+__all__ = ["read_snapshot", "inspect_source", "content_kind", "SourceInfo", "ProgressFn"]
+
+_HEAD = 1 << 16  # enough to see past a JSON file's leading whitespace
 
 
 def read_snapshot(path: str | os.PathLike, progress: ProgressFn | None = None) -> dict:
-    """Read ``path`` (pickle, compressed pickle or memtui msgpack export) into a normalized dict."""
+    """Read ``path`` (pickle, JSON or memtui msgpack export, each possibly compressed) into
+    a normalized dict."""
     info = inspect_source(path)
     before = file_state(info.path)
     description = os.path.basename(info.path)
@@ -28,19 +33,20 @@ def read_snapshot(path: str | os.PathLike, progress: ProgressFn | None = None) -
         raise SnapshotError(f"{info.path}: cannot open ({exc.strerror or exc})") from None
     with stream:
         try:
-            head = stream.peek(32)[:32]
+            head = stream.peek(_HEAD)[:_HEAD]
         except DECOMPRESSION_ERRORS as exc:
             kind = f"{info.compression} " if info.compression else ""
             raise SnapshotError(f"{description}: corrupt {kind}data ({exc})") from None
-        if _looks_like_export(head):
+        kind = content_kind(head)
+        if kind == "export":
             from memtui.export.reader import read_export
 
             obj = read_export(stream, description)
         else:
-            if not _looks_like_pickle(head):
-                raise SnapshotError(f"{description}: not a PyTorch memory snapshot (not a pickle)")
+            if kind is None:
+                raise SnapshotError(f"{description}: not a PyTorch memory snapshot (not a pickle or JSON)")
             try:
-                obj = safe_load(stream, description)
+                obj = load_json(stream, description) if kind == "json" else safe_load(stream, description)
             except SnapshotError:
                 raise
             except DECOMPRESSION_ERRORS as exc:
@@ -49,6 +55,22 @@ def read_snapshot(path: str | os.PathLike, progress: ProgressFn | None = None) -
                 raise SnapshotError(f"{description}: corrupt compressed data ({type(exc).__name__})") from None
     check_unchanged(info.path, before, description)
     return normalize(obj, description)
+
+
+def content_kind(head: bytes) -> str | None:
+    """'export', 'json' or 'pickle' from the first decompressed bytes; None for neither.
+
+    A memtui export starts with a msgpack map byte (0x80-0x8f, 0xde), JSON with ``{`` or
+    ``[`` after whitespace, a pickle with PROTO or an opcode: no two overlap, the export
+    test (whose first byte is also PROTO's) comes first.
+    """
+    if _looks_like_export(head):
+        return "export"
+    if looks_like_json(head):
+        return "json"
+    if _looks_like_pickle(head):
+        return "pickle"
+    return None
 
 
 def _looks_like_pickle(head: bytes) -> bool:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import pickletools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, BinaryIO
 
 from memtui.errors import SnapshotError
@@ -35,6 +36,18 @@ INFLATION_FLOOR = 1 << 30  # small files may inflate this much whatever their ra
 _SLACK = 1 << 20  # reads a little past the end are ordinary (a truncated file's last frame)
 _CHUNK = 64 << 20  # large reads are made in pieces, so memory grows with the data, not the claim
 _DIAGNOSE_LIMIT = 4 << 20  # memory errors past this far into a file are taken as real
+
+# JSON is read whole before it is parsed (the standard library has no streaming parser),
+# so its text is bounded; a snapshot of millions of events is a pickle, which streams.
+MAX_JSON_BYTES = 4 << 30
+MAX_JSON_DEPTH = 100  # torch's deepest is 9 (a torch 2.0 block's history frames)
+# Containers cost Python 64 bytes or more each: a file packed with empty ones ("[],[],")
+# expands twenty-fold in memory. A snapshot's smallest container, a frame dict, takes
+# some 40 bytes of JSON; past a million containers, fewer bytes than this each is refused.
+_JSON_CONTAINER_FLOOR = 1_000_000
+_JSON_BYTES_PER_CONTAINER = 16
+_SCAN_CHUNK = 16 << 20
+_NOT_STRUCTURE = bytes(c for c in range(256) if c not in b'"[]{}')
 
 
 class GuardedStream:
@@ -107,6 +120,23 @@ class GuardedStream:
         self._count(len(line))
         return line
 
+    def read_all(self, limit: int, what: str, inspect: Callable[[bytes], None] | None = None) -> bytearray:
+        """Everything left in the stream, refused in one line past ``limit`` bytes;
+        ``inspect`` sees each piece as it arrives (and may refuse it by raising)."""
+        if self._size is not None and self._size - self.consumed > limit:
+            raise SnapshotError(too_large(self._description, what, limit))
+        data = bytearray()
+        while True:
+            part = self._stream.read(_CHUNK)
+            if not part:
+                return data
+            self._count(len(part))
+            if len(data) + len(part) > limit:
+                raise SnapshotError(too_large(self._description, what, limit))
+            if inspect is not None:
+                inspect(part)
+            data += part
+
     def peek(self, n: int = 0) -> bytes:
         return self._stream.peek(n)
 
@@ -133,6 +163,73 @@ def declared_too_long(description: str, length: int, left: int | None) -> str:
                 f"ever holds (limit {format_bytes(MAX_COMPRESSED_ITEM)} in a compressed file)")
     return (f"{description}: corrupt or truncated pickle: an object declares {format_bytes(length)} but only "
             f"{format_bytes(max(left, 0))} of the file remain")
+
+
+def too_large(description: str, what: str, limit: int) -> str:
+    return (f"{description}: refused: more than {format_bytes(limit)} of {what}, which is read whole; "
+            "save a snapshot this large as a pickle (torch.cuda.memory._dump_snapshot)")
+
+
+class JsonStructure:
+    """Measures JSON text piece by piece as it is read (or written): refuses nesting deeper
+    than ``MAX_JSON_DEPTH`` at once, and, at :meth:`finish`, text packed with containers
+    (see the constants above). Nothing is built from the text.
+
+    Each piece is scanned with numpy: escaped backslashes and quotes are blanked out, all
+    but quotes and brackets dropped, then a bracket counts when an even number of quotes
+    comes before it, i.e. when it is outside every string. ``replace`` pairs backslashes from the start of each run,
+    as JSON does; an odd run at the end of a piece holds its last one for the next.
+    Malformed text may be measured wrongly; the parser refuses it afterwards anyway.
+    """
+
+    def __init__(self, description: str) -> None:
+        import numpy as np
+
+        self._np = np
+        self._steps_of = np.zeros(256, np.int8)
+        self._steps_of[[ord("["), ord("{")]] = 1
+        self._steps_of[[ord("]"), ord("}")]] = -1
+        self.description = description
+        self.depth = self.deepest = self.containers = self.size = 0
+        self._in_string = 0
+        self._held = b""  # backslashes at the end of the last piece
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data).cast("B")
+        for pos in range(0, len(view), _SCAN_CHUNK):
+            self._scan(view[pos:pos + _SCAN_CHUNK])
+
+    def finish(self) -> None:
+        self._scan(b"", last=True)
+        if self.containers > _JSON_CONTAINER_FLOOR and self.containers * _JSON_BYTES_PER_CONTAINER > self.size:
+            raise SnapshotError(f"{self.description}: refused: {self.containers:,} JSON objects and arrays in "
+                                f"{format_bytes(self.size)}, which no memory snapshot packs so tightly (a file "
+                                "built to expand in memory)")
+
+    def _scan(self, part, last: bool = False) -> None:
+        np = self._np
+        self.size += len(part)
+        piece = self._held + bytes(part)
+        # Only the parity of a trailing run of backslashes matters: an odd one keeps its last
+        # backslash back, to escape (or pair with) what the next piece starts with.
+        kept = (len(piece) - len(piece.rstrip(b"\\"))) & 1 if not last else 0
+        self._held = piece[len(piece) - kept:] if kept else b""
+        piece = piece[:len(piece) - kept].replace(b"\\\\", b"__").replace(b'\\"', b"__")
+        codes = np.frombuffer(piece.translate(None, _NOT_STRUCTURE), np.uint8)  # quotes and brackets only
+        is_quote = codes == 0x22
+        quotes_before = np.cumsum(is_quote, dtype=np.int64) + self._in_string
+        steps = self._steps_of[codes][((quotes_before & 1) == 0) & ~is_quote]
+        if len(codes):
+            self._in_string = int(quotes_before[-1]) & 1
+        if not len(steps):
+            return
+        levels = np.cumsum(steps, dtype=np.int64) + self.depth
+        self.deepest = max(self.deepest, int(levels.max()))
+        self.depth = int(levels[-1])
+        self.containers += int(np.count_nonzero(steps > 0))
+        if self.deepest > MAX_JSON_DEPTH:
+            raise SnapshotError(f"{self.description}: refused: JSON nested more than {MAX_JSON_DEPTH} deep, which "
+                                "no memory snapshot is")
 
 
 def memory_error_message(source: GuardedStream | SourceInfo, description: str) -> str:

@@ -16,6 +16,12 @@ from memtui.errors import SnapshotError
 _AMPLIFICATION_LIMIT = 4
 _AMPLIFICATION_FLOOR = 1_000_000
 
+# Numbers of segments and blocks: JSON written elsewhere (JavaScript prints integers past
+# 2**53 with an exponent) may carry them as whole floats, which the model would not
+# take for addresses, sizes or devices.
+_SEGMENT_INTS = ("device", "address", "total_size", "allocated_size", "active_size", "requested_size", "stream")
+_BLOCK_INTS = ("address", "size", "requested_size")
+
 # Older torch spelled the pending state differently.
 STATE_ALIASES = {"active_awaiting_free": "active_pending_free"}
 
@@ -63,6 +69,10 @@ def _normalize_segment(seg: object, description: str) -> dict:
     if "address" not in seg or "total_size" not in seg:
         raise SnapshotError(f"{description}: a segment lacks 'address' or 'total_size'")
     seg = dict(seg)
+    _whole_numbers(seg, _SEGMENT_INTS)
+    pool = seg.get("segment_pool_id")
+    if isinstance(pool, list):  # torch writes a tuple; JSON has no tuples
+        seg["segment_pool_id"] = tuple(pool)
     blocks_in = seg.get("blocks") or []
     if not isinstance(blocks_in, (list, tuple)):
         raise SnapshotError(f"{description}: a segment's blocks are a {type(blocks_in).__name__}, expected a list")
@@ -114,6 +124,13 @@ def _refuse_amplification(traces: list, segments: list, description: str) -> Non
                             f"from {distinct:,}, which torch never writes (a file built to expand in memory)")
 
 
+def _whole_numbers(record: dict, keys: tuple[str, ...]) -> None:
+    for key in keys:
+        value = record.get(key)
+        if isinstance(value, float) and value.is_integer():
+            record[key] = int(value)
+
+
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -128,6 +145,7 @@ def _sum_of(blocks: list[dict], key: str, state_matches) -> int:
 
 def _normalize_block(block: dict, running_address: int) -> dict:
     block = dict(block)
+    _whole_numbers(block, _BLOCK_INTS)
     history = block.pop("history", None)
     if "frames" not in block:
         # torch 2.0 kept each block's allocation history; the last one is the live one.

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from memtui.errors import SnapshotError
 from memtui.load.changes import check_unchanged, file_state
 from memtui.load.limits import memory_error_message
-from memtui.load.source import ProgressFn, inspect_source
+from memtui.load.source import ProgressFn, SourceInfo, inspect_source, open_unguarded
 from memtui.load.stream.check import detach_traces
 from memtui.load.stream.errors import StreamFallback
 from memtui.load.stream.pipeline import rewritten_file
@@ -43,6 +43,8 @@ def stream_snapshot(
     seen anywhere else. Raises StreamFallback when the file is not one this decoder handles.
     """
     info = inspect_source(path)
+    if not _starts_framed(info):  # JSON, an export, an old protocol: no helper process for those
+        raise StreamFallback("not a protocol 4 or 5 pickle")
     before = file_state(info.path)
     relay = _ProgressRelay(progress) if progress is not None else None
     sink_name = new_sink_name()
@@ -65,6 +67,16 @@ def stream_snapshot(
             raise StreamFallback(f"{type(exc).__name__}: {str(exc)[:200]}") from None
     check_unchanged(info.path, before, os.path.basename(info.path))
     return detach_traces(obj, unpickler.sinks, token_type), unpickler.sinks
+
+
+def _starts_framed(info: SourceInfo) -> bool:
+    """Whether the decompressed content starts like a protocol 4 or 5 pickle (PROTO 4/5)."""
+    try:
+        with open_unguarded(info) as stream:
+            head = stream.read(2)
+    except Exception:  # unreadable or corrupt: the pipeline (then the plain path) says why
+        return True
+    return head[:1] == b"\x80" and head[1:2] in (b"\x04", b"\x05")
 
 
 # Below this size a second process costs more to start than it saves.
