@@ -21,6 +21,7 @@ from memtui.errors import MemtuiError
 from memtui.load import ProgressFn
 from memtui.model import Snapshot, open_snapshot
 from memtui.tui.device_view import build_device_view
+from memtui.tui.key_order import OrderedKeys
 from memtui.tui.lifecycle import run_in_terminal
 from memtui.tui.messages import LoadFailed, LoadFinished, LoadProgress
 
@@ -32,7 +33,7 @@ class _LoadCancelled(Exception):
     """Raised inside the loader's progress callback to stop a load nobody waits for."""
 
 
-class MemtuiApp(App[int]):
+class MemtuiApp(OrderedKeys, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "memtui"
     BINDINGS = [
@@ -51,6 +52,7 @@ class MemtuiApp(App[int]):
         self.load_error: str | None = None
         self.loading = False
         self._opening_another = False  # a load asked for by open_file: a failure must not end the app
+        self._init_key_order()  # keys typed while loading wait for the explorer (memtui/tui/key_order.py)
 
     # -- loading ---------------------------------------------------------------------
     def _source_name_and_size(self) -> tuple[str, int]:
@@ -65,6 +67,7 @@ class MemtuiApp(App[int]):
     def on_mount(self) -> None:
         from memtui.tui.screens.loading import LoadingScreen
 
+        self.start_key_order()
         name, size = self._source_name_and_size()
         self.push_screen(LoadingScreen(name, size))
         self.loading = True

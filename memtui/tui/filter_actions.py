@@ -78,8 +78,9 @@ class FilterActions:
         else:
             self.status.say(message.error.message, warning=True)
 
+    # The bar gives the focus back itself, at once (keys typed right after Enter go to the
+    # pane it came from); these handlers run later and leave the focus alone.
     def on_filter_bar_apply(self, message: FilterBar.Apply) -> None:
-        self.event_log.focus()
         if not message.text:
             self.action_clear_filter()
             return
@@ -88,14 +89,12 @@ class FilterActions:
         self._run_filter(message.text, self.current_view.device.device)
 
     def on_filter_bar_cleared(self, _: FilterBar.Cleared) -> None:
-        self.event_log.focus()
         self.action_clear_filter()
 
     def action_clear_filter(self) -> None:
         bar = self.query_one(FilterBar)
-        if bar.has_class("-open"):
+        if bar.is_open:
             bar.close()
-            self.event_log.focus()
         had_filter = self._filter_result is not None or bool(self._filter_text)
         self._forget_filter()
         if not had_filter and getattr(self, "_analysis_filter", None) is not None:

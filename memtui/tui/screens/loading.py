@@ -18,7 +18,13 @@ STAGE_TEXT = {
 
 
 class LoadingScreen(Screen):
-    """Shown while the snapshot loads in a worker; q or Ctrl+C quits at once."""
+    """Shown while the snapshot loads in a worker; q or Ctrl+C quits at once.
+
+    Other keys typed meanwhile wait and go to the explorer once it shows (``HOLDS_KEYS``,
+    see memtui/tui/key_order.py).
+    """
+
+    HOLDS_KEYS = True
 
     BINDINGS = [
         Binding("q", "app.quit", "Quit"),

@@ -263,17 +263,23 @@ class MainScreen(FilterActions, AnalysisActions, Screen):
             self._apply_search(then_search)
 
     # -- search --------------------------------------------------------------------------
+    # The bar moves the focus itself, at once; these handlers run later and must not move it
+    # again (a second `/` typed meanwhile has already reopened the bar).
     def action_search(self) -> None:
         self.status.display = False
         self.query_one(SearchBar).open()
 
+    def _search_bar_gone(self) -> None:
+        bar = self.query_one(SearchBar)
+        self.status.display = not bar.is_open
+        if self.focused is None and not bar.is_open:
+            self.set_focus(self.event_log)
+
     def on_search_bar_closed(self, _: SearchBar.Closed) -> None:
-        self.status.display = True
-        self.event_log.focus()
+        self._search_bar_gone()
 
     def on_search_bar_search(self, message: SearchBar.Search) -> None:
-        self.status.display = True
-        self.event_log.focus()
+        self._search_bar_gone()
         self.status.say(f"searching for {message.query}…")
         self._run_search(message.query)
 

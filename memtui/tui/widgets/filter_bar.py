@@ -2,7 +2,8 @@
 
 It checks the text as it is typed (parsing is microseconds) and reports the first
 error with its column, so a filter is only applied once it reads; Enter applies it,
-Escape clears the filter and closes the bar.
+Escape clears the filter and closes the bar. Like the search bar, it moves the focus at
+once when it opens and closes, so keys typed right after land where they should.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from textual import on
 from textual.binding import Binding
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Input
 
 from memtui.query import FilterError, compile_filter
@@ -53,15 +55,27 @@ class FilterBar(Input):
     def __init__(self, *, id: str | None = None) -> None:
         # Compact: a focused Input draws a tall border that hides the text of a 1-line bar.
         super().__init__(placeholder=PLACEHOLDER, id=id, compact=True)
+        self._return_focus: Widget | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self.has_class("-open")
 
     def open(self, text: str) -> None:
+        if not self.is_open:
+            self._return_focus = self.screen.focused
         self.add_class("-open")
         self.value = text
         self.cursor_position = len(text)
-        self.focus()
+        self.screen.set_focus(self)
 
     def close(self) -> None:
+        was_open = self.is_open
         self.remove_class("-open")
+        if was_open and self.screen.focused is self:
+            back = self._return_focus
+            self.screen.set_focus(back if back is not None and back.is_attached else None)
+        self._return_focus = None
 
     @staticmethod
     def check(text: str) -> FilterError | None:
