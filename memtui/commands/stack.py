@@ -1,20 +1,29 @@
-"""memtui stack: the allocation and free stacks of one address_n."""
+"""memtui stack: the allocation and free stacks of one address_n.
+
+A bare address (no ``_N``) names every allocation made at it, as the explorer's ``/``
+does: with several, they are listed (address_n, event indices, size, top frame) for the
+user to pick one; with exactly one, its stacks are shown as for its address_n.
+"""
 
 from __future__ import annotations
 
 from memtui.commands._common import add_json_flag, add_snapshot_argument, load, print_json
 from memtui.errors import UsageError
 from memtui.model import Match, Snapshot
+from memtui.model.address_n import parse_address
 from memtui.model.lifetimes import NONE
 from memtui.units import format_bytes
 
 NAME = "stack"
-HELP = "Show the full stack of one allocation (alloc and free), by address_n."
+HELP = ("Show the full stack of one allocation (alloc and free), by address_n; a bare address lists every "
+        "allocation made at it.")
+_FORMS = "e.g. 7f064c000000_0, 0x7f064c000000_0, b'7f064c000000_0, s'7f064c000000_0 or a bare 7f064c000000"
 
 
 def add_arguments(parser) -> None:
     add_snapshot_argument(parser)
-    parser.add_argument("address_n", help="allocation id such as 7f064c000000_0 (0x and b/s prefixes accepted)")
+    parser.add_argument("address_n", help="allocation id such as 7f064c000000_0 (0x, b/s and memory_viz's b'/s' "
+                                          "prefixes accepted); a bare address lists every allocation made at it")
     parser.add_argument("--all-frames", action="store_true", help="include C++/allocator-internal frames")
     add_json_flag(parser)
 
@@ -52,11 +61,60 @@ def _frames(snapshot: Snapshot, sid: int, all_frames: bool) -> list[dict]:
     return [snapshot.stacks.frame_dict(f) for f in snapshot.stacks.visible_frames(sid, all_frames)]
 
 
+def life_row(snapshot: Snapshot, match: Match) -> dict:
+    """One allocation in brief: its address_n, event indices, size and top frame."""
+    dev = snapshot.devices[match.device]
+    segment = match.kind == "segment"
+    lives = dev.segment_lives if segment else dev.lives
+    columns = ([("segment_alloc", lives.start), ("segment_free", lives.end)] if segment else
+               [("alloc", lives.start), ("free_requested", lives.request), ("free_completed", lives.end)])
+    row: dict = {"device": match.device, "address_n": match.address_n}
+    for label, column in columns:
+        i = int(column[match.life]) if match.life != NONE else NONE
+        row[label] = i if i != NONE else None
+    if match.life != NONE:
+        row["size"] = int(lives.size[match.life])
+    else:
+        row["size"] = int(dev.blocks.size[match.block])
+    start = row[columns[0][0]]
+    if start is not None:
+        row["top_frame"] = snapshot.event_top_frame(match.device, start)
+    elif match.block != NONE:
+        row["top_frame"] = snapshot.stacks.top_frame_text(int(dev.blocks.stack[match.block]))
+    else:
+        row["top_frame"] = ""
+    row["state"] = dev.blocks.state_names[int(dev.blocks.state[match.block])] if match.block != NONE else None
+    return row
+
+
+def _allocations(matches: list[Match]) -> list[Match]:
+    """One match per address_n, in the model's order, each with the block (if any) it
+    still is at snapshot time."""
+    by_name: dict[tuple[str, str], Match] = {}
+    for m in matches:
+        key = (m.kind, m.address_n)
+        kept = by_name.setdefault(key, m)
+        if kept is not m:
+            if kept.life == NONE and m.life != NONE:
+                m, kept = kept, m
+                by_name[key] = kept
+            if kept.block == NONE and m.block != NONE:
+                kept.block = m.block
+    return list(by_name.values())
+
+
 def run(args) -> int:
+    address = parse_address(args.address_n)
+    if address is None:
+        raise UsageError(f"{args.address_n}: not an address_n or address ({_FORMS})")
     snapshot = load(args.snapshot)
     matches = snapshot.find(args.address_n)
     if not matches:
         raise UsageError(f"{args.address_n}: no such allocation in {snapshot.name}")
+    if not address.versioned:
+        allocations = _allocations(matches)
+        if len(allocations) > 1:
+            return _list_allocations(snapshot, args.address_n.strip(), allocations, args.json)
     # An address_n names one life; the same life may also be a block at snapshot time.
     match = next((m for m in matches if m.life != NONE), matches[0])
     if match.block == NONE:
@@ -76,6 +134,29 @@ def run(args) -> int:
         if not info["events"]:
             _print_stack(info["block"]["stack"])
     return 0
+
+
+def _list_allocations(snapshot: Snapshot, query: str, allocations: list[Match], as_json: bool) -> int:
+    rows = [life_row(snapshot, m) for m in allocations]
+    if as_json:
+        print_json(rows)
+        return 0
+    segment = "segment_alloc" in rows[0]
+    what = "segment allocations" if segment else "allocations"
+    print(f"{len(rows):,} {what} at {query} on device {rows[0]['device']}; name one by its address_n for its stacks")
+    labels = ["segment_alloc", "segment_free"] if segment else ["alloc", "free_requested", "free_completed"]
+    width = max(len(r["address_n"]) for r in rows)
+    header = "".join(f"{label:>16}" for label in labels)
+    print(f"\n{'address_n':<{width}}{header} {'size':>11}  frame")
+    for r in rows:
+        indices = "".join(f"{_index(r[label]):>16}" for label in labels)
+        state = f"  [{r['state']} at snapshot]" if r["state"] else ""
+        print(f"{r['address_n']:<{width}}{indices} {format_bytes(r['size']):>11}  {r['top_frame']}{state}")
+    return 0
+
+
+def _index(i: int | None) -> str:
+    return "-" if i is None else f"{i:,}"
 
 
 def _print_stack(frames: list[dict]) -> None:

@@ -11,7 +11,7 @@ import numpy as np
 from memtui.errors import SnapshotError
 from memtui.model import actions as act
 from memtui.model.actions import ActionTable
-from memtui.model.address_n import format_address_n, parse_address_candidates
+from memtui.model.address_n import format_address_n, names_segment, parse_address_candidates
 from memtui.model.frames import FrameTable, StackTable
 from memtui.model.lifetimes import NONE, Lifetimes, compute_lifetimes
 from memtui.model.segments import ALLOCATED, PENDING_FREE, BlockTable, SegmentTable, build_segments
@@ -93,7 +93,7 @@ class DeviceModel:
     def find(self, text: str) -> list[Match]:
         """Allocations named by ``text``: an address_n (one match) or a bare address (all lives)."""
         matches: list[Match] = []
-        segment_hint = text.strip().lower().startswith("s")
+        segment_hint = names_segment(text)
         for addr, n in parse_address_candidates(text):
             found = self._find_block(addr, n) if not segment_hint else []
             if not found:

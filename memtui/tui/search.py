@@ -7,17 +7,13 @@ back to a text search that would surprise.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from memtui.model import DeviceModel, Match, Snapshot
-from memtui.model.address_n import parse_address_candidates
+from memtui.model.address_n import parse_address
 from memtui.model.lifetimes import NONE
-
-_HAS_VERSION = re.compile(r"_\d+\s*$")
-_EXPLICIT_HEX = re.compile(r"^\s*([bs]?0x|[bs]?[0-9a-fA-F]{8,}(_\d+)?\s*$)")
 
 
 @dataclass
@@ -35,29 +31,31 @@ class SearchResult:
 
 
 def looks_like_identifier(text: str) -> bool:
-    """An address_n, a 0x address, or a long hex number: never meant as frame text."""
-    return bool(parse_address_candidates(text)) and bool(_HAS_VERSION.search(text) or _EXPLICIT_HEX.match(text))
+    """An address_n, a 0x or b'/s' address, or a long hex number: never meant as frame text."""
+    address = parse_address(text)
+    return address is not None and address.explicit
 
 
 def run_search(snapshot: Snapshot, device: int, text: str) -> SearchResult:
     query = text.strip()
     if not query:
         return SearchResult(query, "none", device, message="empty search")
-    if parse_address_candidates(query):
+    address = parse_address(query)
+    if address is not None:
         order = [device] + [d for d in range(len(snapshot.devices)) if d != device]
         for d in order:
             matches = snapshot.devices[d].find(query)
             if matches:
-                return _address_result(query, d, matches)
-        if looks_like_identifier(query):
-            what = "allocation" if _HAS_VERSION.search(query) else "allocation at address"
+                return _address_result(query, d, matches, address.versioned)
+        if address.explicit:
+            what = "allocation" if address.versioned else "allocation at address"
             return SearchResult(query, "none", device, message=f"not found: no {what} {query}")
     return frame_text_search(snapshot, device, query)
 
 
-def _address_result(query: str, device: int, matches: list[Match]) -> SearchResult:
+def _address_result(query: str, device: int, matches: list[Match], versioned: bool) -> SearchResult:
     events = np.unique(np.array([m.event for m in matches if m.event != NONE], np.int64))
-    if _HAS_VERSION.search(query):
+    if versioned:
         m = matches[0]
         where = "" if m.event != NONE else " (live at snapshot time; its alloc is not in the trace)"
         return SearchResult(query, "address_n", device, events, matches[:1], f"{m.address_n}{where}")

@@ -56,9 +56,10 @@ async def test_search_address_n_lands_on_its_alloc_in_every_spelling():
     app = make_app(tiny_path())
     async with app.run_test(size=(100, 30)) as pilot:
         screen = await ready(app, pilot)
-        for form in ("{}", "0x{}", "b{}"):
+        # memory_viz's spellings: b7f.._1, and today's b'7f.._1 (typed, as a user pastes or types it).
+        for form in ("{}", "0x{}", "b{}", "b'{}", " B'0X{}' "):
             await pilot.press("G")
-            await search(app, pilot, form.format(name), typed=form.startswith("b"))
+            await search(app, pilot, form.format(name), typed=form.strip().lower().startswith("b"))
             assert screen.event_log.cursor_event == int(dev.lives.start[life]), form
             assert name in screen.inspector.text
 
