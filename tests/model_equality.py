@@ -14,9 +14,9 @@ def assert_same_model(got: Snapshot, want: Snapshot) -> None:
     assert got.strings.values == want.strings.values
     assert got.strings.escaped == want.strings.escaped
     assert got.actions.names == want.actions.names
-    for name in ("filename", "line", "name", "native", "user"):
+    for name in ("filename", "line", "name", "native", "user", "internal"):
         _same_array(getattr(got.frames, name), getattr(want.frames, name), f"frames.{name}")
-    for name in ("flat", "offsets", "top_user"):
+    for name in ("flat", "offsets", "label"):
         _same_array(getattr(got.stacks, name), getattr(want.stacks, name), f"stacks.{name}")
     assert len(got.devices) == len(want.devices)
     for g, w in zip(got.devices, want.devices):

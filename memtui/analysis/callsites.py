@@ -5,10 +5,9 @@ own code that led to the allocation, not the torch internals under it. With ``de
 greater than one, the next user frames outward are part of the key, which separates
 one line called from several places.
 
-Stacks with no user frame fall back to their innermost Python frame (torch code), and
-stacks with only C++ frames (the autograd engine's threads) to the frame that names
-the operation: the backward node, else the ATen op, else the first frame past the
-allocator's own machinery.
+Which frames those are is the one rule of memtui/model/relevance.py: stacks with no user
+frame fall back to their innermost Python frame (torch code), and stacks with only C++
+frames (the autograd engine's threads) to the frame that names the operation.
 
 Everything is computed once per distinct stack (a few hundred even in a million-event
 trace); per-event work is one array lookup.
@@ -16,20 +15,11 @@ trace); per-event work is one array lookup.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from memtui.model.frames import StackTable
 
 NO_SITE = 0  # the site of allocations recorded without a stack
-
-_BACKWARD_NODE = re.compile(r"autograd::generated::(\w+)::apply")
-_ATEN_OP = re.compile(r"at::_ops::(\w+)::(?:call|redispatch)")
-# Frames that belong to recording and allocating, never to the code that asked for memory.
-_ALLOCATOR_INTERNALS = ("unwind", "CapturedTraceback", "gather", "CachingAllocator", "empty_generic",
-                        "empty_cuda", "create_out", "set_output_raw_strided", "allocate_or_resize_outputs")
-
 
 class CallSites:
     """Site ids for every stack of a snapshot, with labels and frames for each site."""
@@ -78,53 +68,10 @@ class CallSites:
         return {"site": self.label(site), "frames": self.frame_dicts(site)}
 
     def _frame_text(self, fid: int) -> str:
-        if self.frames.native[fid]:
-            return f"{short_native_name(self.frames.name_of(fid))} [C++]"
-        return self.frames.describe(fid)
+        return self.frames.label_text(fid)
 
     def _site_frames(self, sid: int) -> tuple[int, ...]:
-        ids = self.stacks.frame_ids(sid)
-        if len(ids) == 0:
-            return ()
-        user = ids[self.frames.user[ids]]
-        if len(user):
-            return tuple(int(f) for f in user[: self.depth])
-        python = ids[~self.frames.native[ids]]
-        if len(python):
-            return tuple(int(f) for f in python[: self.depth])
-        return (self._native_site_frame(ids),)
-
-    def _native_site_frame(self, ids: np.ndarray) -> int:
-        names = [self.frames.name_of(int(f)) for f in ids]
-        for pattern in (_BACKWARD_NODE, _ATEN_OP):
-            for fid, name in zip(ids, names):
-                if pattern.search(name):
-                    return int(fid)
-        for fid, name in zip(ids, names):
-            where = name + " " + self.frames.filename_of(int(fid))
-            if not any(marker in where for marker in _ALLOCATOR_INTERNALS):
-                return int(fid)
-        return int(ids[0])
-
-
-def short_native_name(name: str) -> str:
-    """A C++ function name without its argument list and namespaces past the last two."""
-    m = _BACKWARD_NODE.search(name)
-    if m:
-        return f"{m.group(1)} (backward)"
-    m = _ATEN_OP.search(name)
-    if m:
-        return f"aten::{m.group(1)}"
-    depth = 0
-    for i, ch in enumerate(name):
-        if ch in "(<":
-            if depth == 0 and ch == "(":
-                name = name[:i]
-                break
-            depth += 1
-        elif ch in ")>":
-            depth = max(0, depth - 1)
-    return "::".join(name.strip().split("::")[-2:])
+        return self.stacks.label_frames(sid, self.depth)
 
 
 def group_by_site(sites: np.ndarray, sizes: np.ndarray, n_sites: int) -> tuple[np.ndarray, np.ndarray]:

@@ -28,8 +28,8 @@ _DEVICE_PARTS = {
     "segments": SegmentTable,
     "blocks": BlockTable,
 }
-_FRAME_ARRAYS = ("filename", "line", "name", "native", "user")
-_STACK_ARRAYS = ("flat", "offsets", "top_user")
+_FRAME_ARRAYS = ("filename", "line", "name", "native", "user", "internal")
+_STACK_ARRAYS = ("flat", "offsets", "label")
 
 
 def schema_signature() -> str:

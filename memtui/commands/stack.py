@@ -12,6 +12,7 @@ from memtui.errors import UsageError
 from memtui.model import Match, Snapshot
 from memtui.model.address_n import parse_address
 from memtui.model.lifetimes import NONE
+from memtui.model.stackless import stackless_context
 from memtui.units import format_bytes
 
 NAME = "stack"
@@ -42,6 +43,9 @@ def describe_match(snapshot: Snapshot, match: Match, all_frames: bool) -> dict:
             if i != NONE:
                 events[label] = {"index": i, "stack": _frames(snapshot, int(dev.trace.stack[i]), all_frames),
                                  "action": snapshot.actions.name(int(dev.trace.action[i]))}
+                context = stackless_context(snapshot, match.device, i)
+                if context is not None:
+                    events[label]["no_stack"] = context.note
         size = int(lives.size[match.life])
     else:
         size = int(dev.blocks.size[match.block])
@@ -128,7 +132,7 @@ def run(args) -> int:
         print("(allocated before the trace starts: its alloc fell off the ring buffer or predates recording)")
     for label, event in info["events"].items():
         print(f"\n{label} at event {event['index']:,}:")
-        _print_stack(event["stack"])
+        _print_stack(event["stack"], event.get("no_stack", ""))
     if "block" in info:
         print(f"\nat snapshot time: {info['block']['state']}")
         if not info["events"]:
@@ -159,8 +163,8 @@ def _index(i: int | None) -> str:
     return "-" if i is None else f"{i:,}"
 
 
-def _print_stack(frames: list[dict]) -> None:
+def _print_stack(frames: list[dict], no_stack: str = "") -> None:
     if not frames:
-        print("  (no stack recorded)")
+        print(f"  ({no_stack or 'no stack recorded'})")
     for f in frames:
         print(f"  {f['filename']}:{f['line']} {f['name']}")

@@ -33,7 +33,7 @@ def largest_live_blocks(snapshot: Snapshot, n: int, device: int | None = None) -
     out = []
     for size, dev, b in rows[: max(n, 0)]:
         sid = int(dev.blocks.stack[b])
-        fid = int(snapshot.stacks.top_user[sid]) if sid >= 0 else -1
+        fid = int(snapshot.stacks.label[sid]) if sid >= 0 else -1
         out.append({
             "device": dev.device,
             "address_n": dev.block_address_n(b),
@@ -42,7 +42,7 @@ def largest_live_blocks(snapshot: Snapshot, n: int, device: int | None = None) -
             "requested_size": int(dev.blocks.requested_size[b]),
             "state": dev.blocks.state_names[int(dev.blocks.state[b])],
             "frame": snapshot.stacks.frame_dict(fid) if fid >= 0 else None,
-            "top_frame": snapshot.stacks.frames.describe(fid) if fid >= 0 else "",
+            "top_frame": snapshot.stacks.frames.label_text(fid) if fid >= 0 else "",
         })
     return out
 

@@ -14,6 +14,14 @@ from itertools import compress, repeat
 
 import numpy as np
 
+from memtui.model.relevance import (
+    is_internal_frame,
+    is_native_frame,
+    is_torch_frame,
+    label_frames,
+    short_native_name,
+    shown_frames,
+)
 from memtui.model.strings import StringTable, text_of
 
 NO_STACK = -1
@@ -22,23 +30,6 @@ _WHOLE = slice(None)
 # Identity caches stop growing here: past it a file does not share its frame objects,
 # and keeping every one alive would cost more than interning by content.
 _IDENTITY_CACHE_LIMIT = 1 << 20
-
-# Frames whose filename is one of these are native (C++) frames: the allocator's own
-# unwinding machinery and the interpreter, hidden by default in stack views.
-_NATIVE_FILENAMES = ("??", "")
-_NATIVE_SUFFIXES = (".cpp", ".cc", ".c", ".h", ".hpp", ".cu", ".cuh")
-
-
-def is_native_frame(filename: str) -> bool:
-    """True for C++/interpreter frames (filename '??', '' or a C/C++ source)."""
-    return filename in _NATIVE_FILENAMES or filename.endswith(_NATIVE_SUFFIXES)
-
-
-def is_torch_frame(filename: str) -> bool:
-    """True for Python frames inside the torch package itself."""
-    path = filename.replace("\\", "/")
-    return "/torch/" in path or path.startswith("torch/")
-
 
 class UnplainValue(Exception):
     """Strict interning met something that is not plain snapshot data; the caller falls back."""
@@ -78,6 +69,7 @@ class FrameTable:
         self.name = np.zeros(0, np.int32)
         self.native = np.zeros(0, bool)
         self.user = np.zeros(0, bool)
+        self.internal = np.zeros(0, bool)  # the recorder's and allocator's own frames (model/relevance.py)
 
     def intern(self, frame: object) -> int:
         if isinstance(frame, dict):
@@ -117,6 +109,8 @@ class FrameTable:
         names = [self.strings[i] for i in self.filename.tolist()]
         self.native = np.array([is_native_frame(f) for f in names], bool)
         self.user = np.array([not is_native_frame(f) and not is_torch_frame(f) for f in names], bool)
+        functions = [self.strings[i] for i in self.name.tolist()]
+        self.internal = np.array([is_internal_frame(f, n) for f, n in zip(names, functions)], bool)
         self._keys = []
         self._by_content = {}
 
@@ -132,6 +126,16 @@ class FrameTable:
     def describe(self, fid: int) -> str:
         """``file:line function`` for one frame."""
         return f"{self.filename_of(fid)}:{int(self.line[fid])} {self.name_of(fid)}"
+
+    def label_text(self, fid: int, short: bool = False) -> str:
+        """How a label frame reads: ``file:line function`` (``short``: the file's name without
+        its folder), or for a C++ frame ``AddmmBackward0 (backward) [C++]``."""
+        if self.native[fid]:
+            return f"{short_native_name(self.name_of(fid))} [C++]"
+        filename = self.filename_of(fid)
+        if short:
+            filename = filename.replace("\\", "/").rsplit("/", 1)[-1]
+        return f"{filename}:{int(self.line[fid])} {self.name_of(fid)}"
 
 
 class StackTable:
@@ -150,7 +154,7 @@ class StackTable:
         self._token_items: dict[int, tuple[StackToken]] = {}
         self.flat = np.zeros(0, np.int32)
         self.offsets = np.zeros(1, np.int64)
-        self.top_user = np.zeros(0, np.int32)
+        self.label = np.zeros(0, np.int32)  # label frame of each stack (model/relevance.py), or -1
 
     def intern(self, frames: object) -> int:
         """Stack id of a list of frame dicts (NO_STACK for a missing or empty list)."""
@@ -279,7 +283,7 @@ class StackTable:
         self.offsets = np.asarray(self._offsets, np.int64)
         self._flat = []
         self._offsets = []
-        self.top_user = np.array([self._top_user(s) for s in range(len(self))], np.int32)
+        self.label = np.array([self._label_frame(s) for s in range(len(self))], np.int32)
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -289,34 +293,29 @@ class StackTable:
             return self.flat[:0]
         return self.flat[self.offsets[sid]:self.offsets[sid + 1]]
 
-    def _top_user(self, sid: int) -> int:
+    def label_frames(self, sid: int, depth: int = 1) -> tuple[int, ...]:
+        """The label frame of a stack and, with ``depth`` > 1, the next ones outwards."""
         ids = self.frame_ids(sid)
-        if len(ids) == 0:
-            return -1
-        user = np.nonzero(self.frames.user[ids])[0]
-        if len(user):
-            return int(ids[user[0]])
-        python = np.nonzero(~self.frames.native[ids])[0]
-        if len(python):
-            return int(ids[python[0]])
-        return int(ids[0])
+        frames = self.frames
+        names = [frames.name_of(int(f)) for f in ids] if len(ids) and frames.native[ids].all() else []
+        return label_frames(ids, names, frames.native, frames.user, frames.internal, depth)
+
+    def _label_frame(self, sid: int) -> int:
+        found = self.label_frames(sid)
+        return found[0] if found else -1
 
     def visible_frames(self, sid: int, show_native: bool = False) -> list[int]:
-        """Frame ids to show for a stack: native (C++) frames are hidden unless asked for,
-        or unless the stack has nothing else."""
-        ids = [int(f) for f in self.frame_ids(sid)]
-        if show_native:
-            return ids
-        python = [f for f in ids if not self.frames.native[f]]
-        return python if python else ids
+        """Frame ids a stack view shows (model/relevance.py): internal frames only with ``show_native``."""
+        frames = self.frames
+        return shown_frames(self.frame_ids(sid), frames.native, frames.internal, show_native)
 
     def frame_dict(self, fid: int) -> dict:
         return {"filename": self.frames.filename_of(fid), "line": int(self.frames.line[fid]),
                 "name": self.frames.name_of(fid)}
 
     def top_frame_text(self, sid: int) -> str:
-        """``file:line function`` of the stack's top user frame, or '' if none."""
+        """The stack's label frame as text (:meth:`FrameTable.label_text`), or '' if none."""
         if sid < 0:
             return ""
-        fid = int(self.top_user[sid])
-        return self.frames.describe(fid) if fid >= 0 else ""
+        fid = int(self.label[sid])
+        return self.frames.label_text(fid) if fid >= 0 else ""

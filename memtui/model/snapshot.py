@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -15,6 +16,7 @@ from memtui.model.address_n import format_address_n, names_segment, parse_addres
 from memtui.model.frames import FrameTable, StackTable
 from memtui.model.lifetimes import NONE, Lifetimes, compute_lifetimes
 from memtui.model.segments import ALLOCATED, PENDING_FREE, BlockTable, SegmentTable, build_segments
+from memtui.model.stackless import last_stacked_before, stackless_context
 from memtui.model.strings import StringTable, terminal_safe, terminal_safe_value, text_of
 from memtui.model.trace import ModelTables, TraceColumns, build_trace
 
@@ -72,6 +74,17 @@ class DeviceModel:
 
     def oom_indices(self) -> np.ndarray:
         return np.nonzero(self.trace.action == act.OOM)[0]
+
+    # -- events without a stack (model/stackless.py) ---------------------------------
+    @cached_property
+    def last_stacked_before(self) -> np.ndarray:
+        """For each event, the nearest earlier event with a stack, or NONE."""
+        return last_stacked_before(self.trace.stack)
+
+    @cached_property
+    def actions_with_stacks(self) -> frozenset[int]:
+        """Action codes that carry a stack somewhere in this trace."""
+        return frozenset(int(a) for a in np.unique(self.trace.action[self.trace.stack >= 0]))
 
     # -- address_n ---------------------------------------------------------------------
     def event_address_n(self, i: int) -> str:
@@ -176,8 +189,14 @@ class Snapshot:
                 return found
         return []
 
-    def event_top_frame(self, device: int, i: int) -> str:
-        return self.stacks.top_frame_text(int(self.devices[device].trace.stack[i]))
+    def event_top_frame(self, device: int, i: int, short: bool = False) -> str:
+        """The label of event ``i``: its stack's label frame, or for an event recorded without
+        a stack what is known of it (``(backward) train.py:47 main``), or ''."""
+        sid = int(self.devices[device].trace.stack[i])
+        if sid >= 0:
+            return self.stacks.frames.label_text(int(self.stacks.label[sid]), short)
+        context = stackless_context(self, device, i)
+        return context.short if context is not None else ""
 
 
 def build_model(raw: dict, source_path: str = "", source_size: int = 0) -> Snapshot:

@@ -7,7 +7,6 @@ before squeezing the frame.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from memtui.model import actions as act
@@ -36,15 +35,12 @@ def format_stream(stream: int) -> str:
 
 
 def short_frame(view: DeviceView, sid: int) -> str:
-    """``file.py:12 function`` of the stack's top user frame, without the directory."""
+    """``file.py:12 function`` of the stack's label frame, without the directory."""
     if sid < 0:
         return ""
     stacks = view.snapshot.stacks
-    fid = int(stacks.top_user[sid])
-    if fid < 0:
-        return ""
-    frames = stacks.frames
-    return f"{os.path.basename(frames.filename_of(fid))}:{int(frames.line[fid])} {frames.name_of(fid)}"
+    fid = int(stacks.label[sid])
+    return stacks.frames.label_text(fid, short=True) if fid >= 0 else ""
 
 
 class EventColumns:
@@ -104,7 +100,9 @@ class EventColumns:
         ]
         if layout.stream:
             cells.append(f"{format_stream(int(trace.stream[i])):>{layout.stream}}")
-        cells.append(self.frame_text(int(trace.stack[i]))[:layout.frame])
+        sid = int(trace.stack[i])
+        frame = self.frame_text(sid) if sid >= 0 else view.snapshot.event_top_frame(view.device.device, i, short=True)
+        cells.append(frame[:layout.frame])
         return cells, code
 
     def frame_text(self, sid: int) -> str:

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 from memtui.model import actions as act
 from memtui.model.lifetimes import NONE
+from memtui.model.stackless import stackless_context
 from memtui.replay import AllocatorState
+from memtui.state_figures import count_blocks, largest_free_text, pool_free, request_pool, segment_pools
 from memtui.tui.device_view import DeviceView
 from memtui.tui.segment_rows import StateLayout, state_name
 from memtui.tui.stack_lines import collapse_repeats, source_context
@@ -55,31 +57,37 @@ def event_lines(view: DeviceView, i: int, state: AllocatorState, opts: InspectOp
     lines += _context_lines(view, i)
     lines += _life_lines(view, i)
     lines.append([])
-    lines += stack_section(view, int(trace.stack[i]), f"stack of this {name}", opts)
+    lines += stack_section(view, int(trace.stack[i]), f"stack of this {name}", opts, event=i)
     partner = _partner_event(view, i)
     if partner is not None:
         label, j = partner
         lines.append([])
-        lines += stack_section(view, int(trace.stack[j]), f"{label} (event {j:,})", opts, with_source=False)
+        lines += stack_section(view, int(trace.stack[j]), f"{label} (event {j:,})", opts, with_source=False,
+                               event=j)
     return lines
 
 
 def oom_lines(view: DeviceView, i: int, state: AllocatorState) -> list[Line]:
-    """The figures that explain an OOM: what was asked, what the device and the cache had."""
+    """The figures that explain an OOM: what was asked, what the device and the cache had.
+
+    Free memory serves only requests of its own pool and stream, so the free figures
+    name theirs; they are the ones Why OOM (memtui oom) reports.
+    """
     trace = view.device.trace
     requested = int(trace.size[i])
     device_free = int(trace.device_free[i])
-    layout = StateLayout(state)
-    largest = max((layout.free_figures(s)[1] for s in range(layout.n_segments)), default=0)
+    pools = segment_pools(state, view.device, view.snapshot.strings)
+    usable = pool_free(state, pools, request_pool(requested), int(trace.stream[i]))
     cached_free = state.reserved - state.active
     lines = [
-        _kv("requested", format_bytes(requested), "error"),
+        _kv("requested", f"{format_bytes(requested)} (from the {usable.label})", "error"),
         _kv("device free", format_bytes(device_free) if device_free >= 0 else "not recorded"),
         _kv("reserved", format_bytes(state.reserved)),
         _kv("allocated", format_bytes(state.allocated)),
         _kv("active", format_bytes(state.active)),
-        _kv("free in cache", format_bytes(cached_free)),
-        _kv("largest free", format_bytes(largest) + " (one block, in any reserved segment)"),
+        _kv("free in cache", f"{format_bytes(cached_free)} in all pools, {format_bytes(usable.free)} in the"
+            f" {usable.label}"),
+        _kv("largest free", largest_free_text(state, pools, usable) + " (one block each)"),
     ]
     return lines
 
@@ -150,7 +158,8 @@ def block_lines(view: DeviceView, state: AllocatorState, block: int, opts: Inspe
             dev.lives.end[life]) != NONE else int(dev.lives.request[life]))
     lines.append([])
     if start != NONE:
-        lines += stack_section(view, int(dev.trace.stack[start]), f"allocated at event {start:,}", opts)
+        lines += stack_section(view, int(dev.trace.stack[start]), f"allocated at event {start:,}", opts,
+                               event=start)
     elif final != NONE:
         lines += stack_section(view, int(dev.blocks.stack[final]), "allocated (before the trace)", opts)
     else:
@@ -163,9 +172,11 @@ def segment_lines(view: DeviceView, state: AllocatorState, segment: int, opts: I
     addr, size = int(state.seg_addr[segment]), int(state.seg_size[segment])
     layout = StateLayout(state)
     free, largest = layout.free_figures(segment)
+    pools = segment_pools(state, dev, view.snapshot.strings)
     lines: list[Line] = [[(f"segment {addr:x} · {format_bytes(size)}", "title")]]
-    lines.append(_kv("blocks", f"{len(layout.blocks_of(segment)):,}"))
-    lines.append(_kv("free", f"{format_bytes(free)}, largest run {format_bytes(largest)}"))
+    lines.append(_kv("pool", pools.name(segment)))
+    lines.append(_kv("blocks", count_blocks(state, segment).blocks_text()))
+    lines.append(_kv("free", f"{format_bytes(free)}, largest free block {format_bytes(largest)}"))
     lines.append(_kv("stream", str(int(state.seg_stream[segment]))))
     if bool(state.seg_expandable[segment]):
         lines.append(_kv("expandable", "yes (mapped with segment_map)"))
@@ -185,22 +196,32 @@ def segment_lines(view: DeviceView, state: AllocatorState, segment: int, opts: I
 
 
 def stack_section(view: DeviceView, sid: int, title: str, opts: InspectOptions,
-                  with_source: bool = True) -> list[Line]:
+                  with_source: bool = True, event: int | None = None) -> list[Line]:
+    """A stack's frames under ``title``; for an ``event`` recorded without one, what is
+    known instead (model/stackless.py), with the main thread's stack when it was in backward()."""
     stacks = view.snapshot.stacks
     frames = stacks.frames
     lines: list[Line] = [[(title, "section")]]
     if sid < 0:
-        return lines + [[("  no stack recorded", "muted")]]
+        context = stackless_context(view.snapshot, view.device.device, event) if event is not None else None
+        if context is None:
+            return lines + [[("  no stack recorded", "muted")]]
+        lines.append([(f"  {context.note}", "muted")])
+        if context.in_backward:
+            lines.append([])
+            lines += stack_section(view, int(view.device.trace.stack[context.event]),
+                                   f"main thread in backward() (event {context.event:,})", opts, with_source)
+        return lines
     all_ids = stacks.frame_ids(sid)
     visible = stacks.visible_frames(sid, opts.show_native)
     hidden = len(all_ids) - len(visible)
-    top_user = int(stacks.top_user[sid])
+    label_frame = int(stacks.label[sid])
     source_done = not (with_source and opts.show_source)
     for group in collapse_repeats(visible):
         for fid in group.frames:
             style = "native" if frames.native[fid] else "user" if frames.user[fid] else "frame"
             lines.append(_frame_line(frames.name_of(fid), frames.filename_of(fid), int(frames.line[fid]), style))
-            if not source_done and fid == top_user:
+            if not source_done and fid == label_frame:
                 lines += _source_lines(frames.filename_of(fid), int(frames.line[fid]))
                 source_done = True
         if group.repeat > 1:

@@ -1,0 +1,117 @@
+"""Which frames of a stack matter to a user: the one rule every view uses.
+
+A recorded stack runs from the innermost frame outwards. With ``stacks="all"`` it starts
+with the machinery that recorded it (the unwinder, ``CapturedTraceback::gather``) and the
+allocator's own calls (``DeviceCachingAllocator::malloc``, ``at::detail::empty_cuda``,
+``create_out``): true, but never the answer to "who asked for this memory". Those are
+*internal* frames: hidden by default everywhere and never used as a label.
+
+An allocation's *label frame* is, in order of preference:
+
+1. the innermost frame of the user's own Python code (not inside the torch package);
+2. else the innermost Python frame (torch's own Python code);
+3. else, for stacks with C++ frames only (the autograd engine's threads), the frame
+   that names the operation: the backward node (``AddmmBackward0``, also when it releases
+   its saved tensors), else the ATen op (``aten::addmm``), else the autograd engine,
+   else the innermost frame past the internal ones.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+# Frames whose filename is one of these, or ends so, are native (C++) frames.
+_NATIVE_FILENAMES = ("??", "")
+_NATIVE_SUFFIXES = (".cpp", ".cc", ".c", ".h", ".hpp", ".cu", ".cuh")
+
+# Recording and allocating, never the code that asked for memory (matched in the
+# function name or file name of a native frame).
+_INTERNAL_MARKERS = (
+    # the recorder
+    "torch::unwind::", "CapturedTraceback", "gather_with_cpp", "memory_snapshot.cpp",
+    # the allocator and tensor creation under every op
+    "CachingAllocator", "empty_generic", "empty_strided_generic", "empty_cuda", "empty_strided_cuda",
+    "wrapper_CUDA__empty", "wrapper_CUDA_memory_format_empty", "create_out", "set_output_raw_strided",
+    "allocate_or_resize_outputs", "resize_bytes_cuda",
+    # releasing a tensor's storage under every free
+    "reset_not_null_", "~TensorImpl", "decref_pyobject",
+)
+
+_BACKWARD_NODE = re.compile(
+    r"autograd::generated::(\w+?Backward\w*?)(?:_apply_functional|::apply\b|::release_variables)")
+_ATEN_OP = re.compile(r"at::_ops::(\w+)::(?:call|redispatch)")
+_AUTOGRAD_ENGINE = re.compile(r"torch::autograd::Engine::\w+")
+
+
+def is_native_frame(filename: str) -> bool:
+    """True for C++/interpreter frames (filename '??', '' or a C/C++ source)."""
+    return filename in _NATIVE_FILENAMES or filename.endswith(_NATIVE_SUFFIXES)
+
+
+def is_torch_frame(filename: str) -> bool:
+    """True for Python frames inside the torch package itself."""
+    path = filename.replace("\\", "/")
+    return "/torch/" in path or path.startswith("torch/")
+
+
+def is_internal_frame(filename: str, name: str) -> bool:
+    """True for the recorder's and the allocator's own native frames."""
+    if not is_native_frame(filename):
+        return False
+    where = f"{name} {filename}"
+    return any(marker in where for marker in _INTERNAL_MARKERS)
+
+
+def short_native_name(name: str) -> str:
+    """A C++ function as a user reads it: ``AddmmBackward0 (backward)``, ``aten::addmm``,
+    else the name without its argument list and with at most two namespaces."""
+    m = _BACKWARD_NODE.search(name)
+    if m:
+        return f"{m.group(1)} (backward)"
+    m = _ATEN_OP.search(name)
+    if m:
+        return f"aten::{m.group(1)}"
+    if _AUTOGRAD_ENGINE.search(name):
+        return "autograd engine (backward)"
+    depth = 0
+    for i, ch in enumerate(name):
+        if ch in "(<":
+            if depth == 0 and ch == "(":
+                name = name[:i]
+                break
+            depth += 1
+        elif ch in ")>":
+            depth = max(0, depth - 1)
+    return "::".join(name.strip().split("::")[-2:])
+
+
+def label_frames(ids: np.ndarray, names: list[str], native: np.ndarray, user: np.ndarray, internal: np.ndarray,
+                 depth: int = 1) -> tuple[int, ...]:
+    """The label frame of one stack (module docstring), and with ``depth`` > 1 the next
+    frames of the same kind outwards. ``names`` are the function names of ``ids``."""
+    if len(ids) == 0:
+        return ()
+    picked = ids[user[ids]]
+    if not len(picked):
+        picked = ids[~native[ids]]
+    if len(picked):
+        return tuple(int(f) for f in picked[:depth])
+    for pattern in (_BACKWARD_NODE, _ATEN_OP, _AUTOGRAD_ENGINE):
+        for fid, name in zip(ids, names):
+            if pattern.search(name):
+                return (int(fid),)
+    outside = ids[~internal[ids]]
+    return (int(outside[0]) if len(outside) else int(ids[0]),)
+
+
+def shown_frames(ids: np.ndarray, native: np.ndarray, internal: np.ndarray, show_native: bool = False) -> list[int]:
+    """Frames a stack view shows: its Python frames, or for a C++-only stack its frames
+    past the internal ones; with ``show_native`` every frame, as recorded."""
+    ids = np.asarray(ids)
+    if show_native:
+        return [int(f) for f in ids]
+    outside = ids[~internal[ids]] if len(ids) else ids
+    python = outside[~native[outside]]
+    return [int(f) for f in (python if len(python) else outside)]

@@ -1,0 +1,91 @@
+"""What is known about an event recorded without a stack.
+
+With ``stacks="python"`` torch records the Python stack of the thread that allocates. The
+autograd engine runs backward on threads of its own, with no Python frames, so every
+allocation and free of the backward pass has an empty stack. The main thread is then
+blocked inside ``loss.backward()``, and the last event it recorded (torch's own
+``_make_grads``, under that call) shows the line that started the pass. Other empty
+stacks come from recordings that keep none for some events (``context=None``, or
+``context="alloc"`` for frees) or from other threads without Python (C++ workers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from memtui.model import actions as act
+from memtui.model.lifetimes import NONE
+
+# Python frames inside torch that are on the main thread's stack while backward runs.
+_BACKWARD_ENTRIES = {
+    ("torch/_tensor.py", "backward"),
+    ("torch/autograd/__init__.py", "backward"),
+    ("torch/autograd/__init__.py", "grad"),
+    ("torch/autograd/graph.py", "_engine_run_backward"),
+}
+
+
+_FREES = frozenset((act.FREE_REQUESTED, act.FREE_COMPLETED, act.FREE))
+
+
+@dataclass(frozen=True)
+class StacklessContext:
+    """Why an event has no stack, and the nearest earlier event that has one."""
+
+    note: str  # one sentence for an inspector or a stack listing
+    short: str  # a few words for a table column
+    event: int  # the nearest earlier event with a stack, or NONE
+    in_backward: bool  # that event was the main thread entering backward()
+
+
+def stackless_context(snapshot, device: int, i: int) -> StacklessContext | None:
+    """The context of event ``i`` when it has no stack (None when it has one, or for
+    entries that never carry one, such as ``snapshot``)."""
+    dev = snapshot.devices[device]
+    stack = dev.trace.stack
+    if stack[i] >= 0 or int(dev.trace.action[i]) == act.SNAPSHOT:
+        return None
+    action = int(dev.trace.action[i])
+    if not dev.actions_with_stacks:
+        return StacklessContext("this recording has no stacks (recorded with context=None or stacks off)",
+                                "", NONE, False)
+    if action in _FREES and not dev.actions_with_stacks & _FREES:
+        return StacklessContext("this recording keeps no stacks for frees (context='alloc' records stacks at "
+                                "allocation only)", "", NONE, False)
+    before = int(dev.last_stacked_before[i])
+    if before == NONE:
+        return StacklessContext("no stack: recorded on a thread without Python frames, before any event with a "
+                                "stack", "", NONE, False)
+    stacks = snapshot.stacks
+    label = stacks.top_frame_text(int(stack[before]))
+    if _in_backward(stacks, int(stack[before])):
+        short = stacks.frames.label_text(int(stacks.label[int(stack[before])]), short=True)
+        return StacklessContext(
+            f"no stack: made on the autograd engine's thread, during backward() called at {label}",
+            f"(backward) {short}", before, True)
+    return StacklessContext(
+        f"no stack: recorded on a thread without Python frames (the autograd engine or a C++ worker); "
+        f"the last event with a stack before it is {before:,} at {label}", "", before, False)
+
+
+def last_stacked_before(stack: np.ndarray) -> np.ndarray:
+    """For each event, the index of the nearest earlier event (itself excluded) with a stack, or NONE."""
+    n = len(stack)
+    marks = np.where(stack >= 0, np.arange(n, dtype=np.int64), -1)
+    running = np.maximum.accumulate(marks) if n else marks
+    out = np.full(n, NONE, np.int64)
+    out[1:] = running[:-1]
+    out[out < 0] = NONE
+    return out
+
+
+def _in_backward(stacks, sid: int) -> bool:
+    frames = stacks.frames
+    for fid in stacks.frame_ids(sid):
+        path = frames.filename_of(int(fid)).replace("\\", "/")
+        name = frames.name_of(int(fid))
+        if any(path.endswith(tail) and name == fn for tail, fn in _BACKWARD_ENTRIES):
+            return True
+    return False
