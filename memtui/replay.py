@@ -110,18 +110,27 @@ class AllocatorState:
         return np.nonzero(self.blk_segment == s)[0]
 
     def free_per_segment(self) -> tuple[np.ndarray, np.ndarray]:
-        """(free bytes, largest free run) of each segment: the gaps between live blocks.
+        """(free bytes, largest free run) of each segment: the gaps between live blocks."""
+        free, largest, _ = self.free_runs_per_segment()
+        return free, largest
 
-        Vectorised over all blocks at once. Blocks are sorted by address and segments
-        too, so a segment's blocks are consecutive; a block's gap is its offset minus the
-        furthest end of the blocks before it in its segment, and the tail gap runs from
-        the furthest end to the segment's end.
+    def free_runs_per_segment(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(free bytes, largest free run, number of free runs) of each segment.
+
+        A free run is a maximal gap between live blocks (or a segment's edges): what the
+        allocator keeps as one free ("inactive") block. Vectorised over all blocks at once.
+        Blocks are sorted by address and segments too, so a segment's blocks are
+        consecutive; a block's gap is its offset minus the furthest end of the blocks
+        before it in its segment, and the tail gap runs from the furthest end to the
+        segment's end.
         """
         n = len(self.seg_addr)
-        free_total = self.seg_size.astype(np.int64).copy()
+        seg_size = self.seg_size.astype(np.int64)
+        free_total = seg_size.copy()
         largest = np.zeros(n, np.int64)
+        runs = np.zeros(n, np.int64)
         if n == 0:
-            return free_total, largest
+            return free_total, largest, runs
         inside = np.nonzero(self.blk_segment != NONE)[0]
         seg = self.blk_segment[inside].astype(np.int64)
         if self.blk_addr.dtype == object or self.seg_addr.dtype == object:
@@ -138,10 +147,14 @@ class AllocatorState:
         if len(inside) > 1:
             same = seg[1:] == seg[:-1]
             before[1:] = np.where(same, furthest[:-1], 0)
-        np.maximum.at(largest, seg, offset - before)
+        gap = offset - before
+        np.maximum.at(largest, seg, gap)
+        np.add.at(runs, seg, gap > 0)
         tail_start = np.zeros(n, np.int64)
         np.maximum.at(tail_start, seg, end)
-        return free_total, np.maximum(largest, self.seg_size.astype(np.int64) - tail_start)
+        tail = seg_size - tail_start
+        runs += tail > 0
+        return free_total, np.maximum(largest, tail), runs
 
 
 class MappedRanges:

@@ -48,3 +48,12 @@ def format_seconds(seconds: float) -> str:
     if seconds is None or not math.isfinite(seconds):
         return "?"
     return f"{seconds:.6f}s"
+
+
+def plural(n: int, noun: str, plural_form: str | None = None) -> str:
+    """``1 segment``, ``3 segments``, ``1,024 events``: a count with its noun agreeing.
+
+    ``plural_form`` is for nouns that do not just take an ``s`` (``1 match``, ``2 matches``).
+    """
+    word = noun if n == 1 else (plural_form or noun + "s")
+    return f"{n:,} {word}"

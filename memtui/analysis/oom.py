@@ -34,10 +34,8 @@ from memtui.model import actions as act
 from memtui.model.address_n import format_address_n
 from memtui.model.lifetimes import NONE
 from memtui.replay import AllocatorState, Replayer
+from memtui.state_figures import SMALL_REQUEST, SMALL_SEGMENT, pool_free, request_pool, segment_pools
 
-SMALL_REQUEST = 1 << 20  # requests up to 1 MiB come from the small pool
-SMALL_SEGMENT = 2 << 20  # ...whose segments are exactly 2 MiB
-DEFAULT_POOL = (0, 0)
 GIB = 1 << 30
 # Memory outside the allocator that every CUDA process has (context, cuBLAS/cuDNN
 # handles): only usage beyond this is worth calling external.
@@ -141,11 +139,10 @@ def diagnose(snapshot: Snapshot, dev: DeviceModel, replayer: Replayer, index: in
     device_free = max(int(trace.device_free[index]), 0)
     stream = int(trace.stream[index])
     state = replayer.state_at(index - 1)
-    pool = "small" if requested <= SMALL_REQUEST else "large"
-    usable = _usable_segments(snapshot, dev, state, pool, stream)
-    free, largest = state.free_per_segment()
-    usable_free = int(free[usable].sum())
-    largest_free = int(largest[usable].max()) if usable.any() else 0
+    pool = request_pool(requested)
+    # The same figures the explorer's map and inspector show (memtui.state_figures).
+    usable = pool_free(state, segment_pools(state, dev, snapshot.strings), pool, stream)
+    usable_free, largest_free = usable.free, usable.largest
     reserved, active = state.reserved, state.active
 
     process_limit = device_free > requested
@@ -194,27 +191,6 @@ def diagnose(snapshot: Snapshot, dev: DeviceModel, replayer: Replayer, index: in
         top_sites=top_sites(sites, sites.of_stacks(stacks), state.blk_size, top),
         largest_allocations=_largest(dev, state, stacks, sites, top),
     )
-
-
-def _usable_segments(snapshot: Snapshot, dev: DeviceModel, state: AllocatorState, pool: str,
-                     stream: int) -> np.ndarray:
-    """Mask of the state's segments a request of this pool and stream may take memory from."""
-    n = len(state.seg_addr)
-    known = state.seg_final != NONE
-    final = np.where(known, state.seg_final, 0)
-    if len(dev.segments):
-        names = snapshot.strings
-        kind = np.array([names[int(t)] for t in dev.segments.segment_type[final]] if n else [], dtype=object)
-        in_private_pool = np.array([dev.segments.pools[int(p)] != DEFAULT_POOL for p in dev.segments.pool[final]],
-                                   bool) if n else np.zeros(0, bool)
-    else:
-        kind = np.full(n, "", dtype=object)
-        in_private_pool = np.zeros(n, bool)
-    guessed_small = (state.seg_size == SMALL_SEGMENT) & ~state.seg_expandable.astype(bool)
-    is_small = np.where(known, kind == "small", guessed_small)
-    private = known & in_private_pool
-    same_pool = is_small if pool == "small" else ~is_small
-    return same_pool & ~private & (state.seg_stream == stream)
 
 
 def _segment_size_for(requested: int) -> int:

@@ -50,7 +50,7 @@ def render(d: OomDiagnosis, n: int = 1, total: int = 1, with_sites: bool = True)
         f"  device free    {f(d.device_free):>11}",
         f"  reserved       {f(d.reserved):>11}   allocated {f(d.allocated)}   active {f(d.active)}",
         f"  cached free    {f(d.cached_free):>11}   usable for this request {f(d.usable_free)},"
-        f" largest free block {f(d.largest_free_block)}",
+        f" largest free block in the {d.pool} pool (stream {d.stream}) {f(d.largest_free_block)}",
         f"  verdict: {d.verdict}" + (" under a per-process memory limit" if d.process_limit else ""),
     ]
     lines += ["  " + line for line in explain(d)]
@@ -75,7 +75,7 @@ def explain(d: OomDiagnosis) -> list[str]:
                    f"{f(d.cap_at_least)} and below {f(d.cap_below)} (reserved + the segment this request needed).")
     if d.verdict == "fragmentation":
         out.append(f"Enough memory was free ({f(d.fits_with_expandable)} usable), but no free block held "
-                   f"{f(d.requested)}: the largest was {f(d.largest_free_block)}.")
+                   f"{f(d.requested)}: the largest in the {d.pool} pool was {f(d.largest_free_block)}.")
         if d.expandable_already:
             out.append("expandable_segments is already on: try freeing the long-lived blocks that split the"
                        " segments, or a smaller max_split_size_mb.")

@@ -5,14 +5,17 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from memtui.state_figures import count_blocks
 from memtui.tui.device_view import DeviceView
-from memtui.units import format_bytes
+from memtui.units import format_bytes, plural
 
 
 class SummaryBar(Static):
     """File name (never its directory, which differs between machines), device and totals.
 
-    Memory figures are at snapshot time; the map's header has them at the cursor.
+    Memory figures are at snapshot time; the map's header has them at the cursor. The
+    counts come from :func:`memtui.state_figures.count_blocks` over the state after the
+    last event, so they read the same as the map's title there.
     """
 
     DEFAULT_CSS = """
@@ -36,9 +39,9 @@ class SummaryBar(Static):
             text.append(f" [export of {snap.header.get('source_name', '?')}: {what}]", "italic")
         text.append(f" · device {dev.device}" + (f" (of {n_devices})" if n_devices > 1 else ""))
         if ooms:
-            text.append(f" · {ooms} OOM{'s' if ooms != 1 else ''}", "bold red")
-        text.append(f" · {view.n_events:,} events · reserved {format_bytes(dev.reserved)}"
+            text.append(f" · {plural(ooms, 'OOM')}", "bold red")
+        text.append(f" · {plural(view.n_events, 'event')} · reserved {format_bytes(dev.reserved)}"
                     f" · allocated {format_bytes(dev.allocated)} · active {format_bytes(dev.active)}"
                     f" · peak {format_bytes(view.peak_allocated)}")
-        text.append(f" · {len(dev.segments):,} segments · {len(dev.blocks):,} blocks")
+        text.append(f" · {count_blocks(view.replayer.state_at(view.n_events - 1)).text()}")
         self.update(text)
