@@ -3,6 +3,15 @@
 A :class:`StateLayout` groups the state's blocks per segment once, then answers what each
 row shows: a bar of cells scaled to the segment size (map mode) or one row per block and
 free gap with exact figures (list mode).
+
+A bar cell covers a range of the segment's bytes. Its glyph says how much of that range
+is in use: a full cell only when every byte is, a lower block (``▁``..``▅``, lower is
+more free) when some bytes are free, however few (a 1 KiB hole in a cell of 40 MiB still
+marks its cell), and ``░`` when none is used. Its colour says what is there (the
+strongest thing in the cell: selected > filter match > allocated > pending free), and
+neighbouring blocks alternate between two shades so each stays visible in a row of
+them. The full glyph is seven eighths high, so rows of full segments stay apart in
+terminals and browsers that draw block glyphs edge to edge.
 """
 
 from __future__ import annotations
@@ -18,7 +27,36 @@ from memtui.replay import AllocatorState
 # Cell kinds in a segment bar, in increasing priority: a cell shows the strongest thing in it.
 # MATCHED_CELL is a live block whose allocation has events the explorer's filter matches.
 FREE_CELL, PENDING_CELL, ALLOCATED_CELL, MATCHED_CELL, SELECTED_CELL = 0, 1, 2, 3, 4
-CELL_CHARS = {FREE_CELL: "░", PENDING_CELL: "▒", ALLOCATED_CELL: "█", MATCHED_CELL: "▇", SELECTED_CELL: "▓"}
+KIND_NAMES = {FREE_CELL: "free", PENDING_CELL: "pending free", ALLOCATED_CELL: "allocated",
+              MATCHED_CELL: "filter match", SELECTED_CELL: "selected block"}
+
+# Fill levels of a cell: FREE_LEVEL (nothing in use) .. FULL_LEVEL (every byte in use).
+FREE_LEVEL, FULL_LEVEL = 0, 6
+PARTIAL_LEVELS = FULL_LEVEL - 1  # levels for a cell with both used and free bytes
+LEVEL_CHARS = "░▁▂▃▄▅▇"
+FREE_CHAR, FULL_CHAR = LEVEL_CHARS[FREE_LEVEL], LEVEL_CHARS[FULL_LEVEL]
+# The legend, shared by the map's border and the help screen:
+# (glyphs, cell kind whose colour they take or None, word, explanation).
+LEGEND = [
+    (FULL_CHAR, ALLOCATED_CELL, "allocated", "in use; neighbouring blocks alternate two shades"),
+    (FULL_CHAR, PENDING_CELL, "pending free", "freed by the program, still in use by another stream"),
+    ("▁▃▅", None, "part free", "some bytes of the cell are free, however few: the lower, the more"),
+    (FREE_CHAR, FREE_CELL, "free", "reserved by the allocator, not in use"),
+    (FULL_CHAR, MATCHED_CELL, "filter match", "an allocation the filter (\\) matches"),
+    (FULL_CHAR, SELECTED_CELL, "selected", "the block selected with ←/→ or a click"),
+]
+
+
+@dataclass
+class BarCells:
+    """One segment's bar: per cell, what is strongest there, how full it is, which shade."""
+
+    kind: np.ndarray  # cell kind (FREE_CELL when nothing is in use)
+    level: np.ndarray  # FREE_LEVEL..FULL_LEVEL
+    alt: np.ndarray  # the cell's block is an odd one of its segment: the second shade
+
+    def chars(self) -> str:
+        return "".join(LEVEL_CHARS[int(v)] for v in self.level)
 
 SEGMENT_ROW, BLOCK_ROW, GAP_ROW = 0, 1, 2
 
@@ -44,6 +82,7 @@ class StateLayout:
         self._bounds = np.searchsorted(sorted_seg, np.arange(n_seg + 1), "left")
         self.max_segment = int(state.seg_size.max()) if n_seg else 0
         self._list_rows: list[ListRow] | None = None
+        self._free, self._largest, self._runs = state.free_runs_per_segment()
 
     @property
     def n_segments(self) -> int:
@@ -68,34 +107,67 @@ class StateLayout:
 
     def free_figures(self, s: int) -> tuple[int, int]:
         """(free bytes, largest free run) of segment ``s``."""
-        start, size = int(self.state.seg_addr[s]), int(self.state.seg_size[s])
-        cursor, largest, used = start, 0, 0
-        for b in self.blocks_of(s):
-            a, n = int(self.state.blk_addr[b]), int(self.state.blk_size[b])
-            largest = max(largest, a - cursor)
-            cursor = max(cursor, a + n)
-            used += n
-        return size - used, max(largest, start + size - cursor)
+        return int(self._free[s]), int(self._largest[s])
 
     def bar(self, s: int, cells: int, selected_block: int = NONE,
             matched_lives: np.ndarray | None = None) -> np.ndarray:
-        """Kind of each of ``cells`` cells spanning segment ``s``.
+        """Kind of each of ``cells`` cells spanning segment ``s``."""
+        return self.cells(s, cells, selected_block, matched_lives).kind
+
+    def cells(self, s: int, cells: int, selected_block: int = NONE,
+              matched_lives: np.ndarray | None = None) -> BarCells:
+        """The ``cells`` cells spanning segment ``s``; see the module docstring.
 
         ``matched_lives`` (a flag per block life of the device) marks blocks a filter matched.
+        Vectorised: a segment may hold many thousands of blocks.
         """
-        out = np.full(max(cells, 0), FREE_CELL, np.int8)
-        if cells <= 0:
-            return out
-        start, size = int(self.state.seg_addr[s]), max(int(self.state.seg_size[s]), 1)
-        for b in self.blocks_of(s):
-            a, n = int(self.state.blk_addr[b]) - start, int(self.state.blk_size[b])
-            lo = min(cells - 1, a * cells // size)
-            hi = max(lo + 1, min(cells, -(-(a + n) * cells // size)))
-            kind = SELECTED_CELL if b == selected_block else (
-                MATCHED_CELL if self.is_matched(b, matched_lives) else
-                ALLOCATED_CELL if self.state.blk_state[b] == ALLOCATED else PENDING_CELL)
-            np.maximum(out[lo:hi], kind, out=out[lo:hi])
-        return out
+        cells = max(cells, 0)
+        kind = np.full(cells, FREE_CELL, np.int8)
+        level = np.full(cells, FREE_LEVEL, np.int8)
+        alt = np.zeros(cells, bool)
+        if cells == 0:
+            return BarCells(kind, level, alt)
+        st = self.state
+        blocks = self.blocks_of(s)
+        start, size = int(st.seg_addr[s]), max(int(st.seg_size[s]), 1)
+        if st.blk_addr.dtype == object or st.seg_addr.dtype == object:
+            offset = np.array([int(a) - start for a in st.blk_addr[blocks]], np.int64)
+        else:
+            offset = st.blk_addr[blocks].astype(np.int64) - start
+        lo = np.clip(offset, 0, size)
+        hi = np.clip(offset + st.blk_size[blocks].astype(np.int64), lo, size)
+        edges = np.array([c * size // cells for c in range(cells + 1)], np.int64)
+        width = np.maximum(np.diff(edges), 1)
+        used = np.minimum(np.maximum(np.diff(_used_before(lo, hi, edges)), 0), width)
+        level[:] = np.where(used >= width, FULL_LEVEL, np.where(
+            used <= 0, FREE_LEVEL, 1 + np.minimum(used * PARTIAL_LEVELS // width, PARTIAL_LEVELS - 1)))
+        if not len(blocks):
+            return BarCells(kind, level, alt)
+        # The strongest kind over each cell a block touches.
+        block_kind = np.where(st.blk_state[blocks] == ALLOCATED, ALLOCATED_CELL, PENDING_CELL).astype(np.int8)
+        if matched_lives is not None:
+            life = st.blk_life[blocks]
+            known = life != NONE
+            hit = np.zeros(len(blocks), bool)
+            hit[known] = matched_lives[life[known]]
+            block_kind[hit] = MATCHED_CELL
+        block_kind[blocks == selected_block] = SELECTED_CELL
+        first = np.minimum(lo * cells // size, cells - 1)
+        last = np.maximum(first + 1, np.minimum(cells, -(-hi * cells // size)))
+        for k in (PENDING_CELL, ALLOCATED_CELL, MATCHED_CELL, SELECTED_CELL):
+            mine = block_kind == k
+            if not mine.any():
+                continue
+            diff = np.zeros(cells + 1, np.int64)
+            np.add.at(diff, first[mine], 1)
+            np.add.at(diff, last[mine], -1)
+            kind[np.cumsum(diff)[:cells] > 0] = k
+        kind[level == FREE_LEVEL] = FREE_CELL
+        # The shade of the block at each cell's middle: neighbours differ.
+        middle = (edges[:-1] + edges[1:]) // 2
+        ordinal = np.maximum(np.searchsorted(lo, middle, "right") - 1, 0)
+        alt[:] = ordinal % 2 == 1
+        return BarCells(kind, level, alt)
 
     def is_matched(self, b: int, matched_lives: np.ndarray | None) -> bool:
         if matched_lives is None:
@@ -138,3 +210,15 @@ class StateLayout:
 
 def state_name(code: int) -> str:
     return "allocated" if code == ALLOCATED else "pending free" if code == PENDING_FREE else "inactive"
+
+
+def _used_before(lo: np.ndarray, hi: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Bytes in use below each of ``points`` (offsets), given blocks [lo, hi) sorted by ``lo``."""
+    if not len(lo):
+        return np.zeros(len(points), np.int64)
+    length = hi - lo
+    before = np.concatenate([[0], np.cumsum(length)])  # before[j]: bytes of blocks 0..j-1
+    k = np.searchsorted(lo, points, "right")  # how many blocks start at or below each point
+    last = np.maximum(k - 1, 0)
+    partial = np.clip(points - lo[last], 0, length[last])
+    return np.where(k > 0, before[last] + partial, 0)

@@ -275,7 +275,7 @@ async def test_mouse_selects_rows_and_blocks():
         top = round(log.scroll_y)
         await pilot.click("#events", offset=(5, 3))  # line 0 is the column header
         assert log.cursor_event == top + 2
-        await pilot.click("#map", offset=(30, 2))  # two header lines, then the first segment
+        await pilot.click("#map", offset=(30, 3))  # three header lines, then the first segment
         assert screen.segment_map.selected_segment == 0
         assert screen.segment_map.selected_block >= 0
         assert "block 7f3a00000000_0" in screen.inspector.text

@@ -1,4 +1,4 @@
-"""The `?` screen: every key with what it does, grouped by pane."""
+"""The `?` screen: every key with what it does, grouped by pane, and the segment map's legend."""
 
 from __future__ import annotations
 
@@ -12,6 +12,11 @@ from textual.widgets import Static
 
 from memtui.tui.filter_actions import FILTER_EXAMPLES
 from memtui.tui.keys import key_reference
+from memtui.tui.segment_rows import LEGEND
+
+# Theme variables of the segment map's colours, by legend entry (SegmentMap.DEFAULT_CSS has the same).
+_LEGEND_VARIABLES = {"allocated": "success", "pending free": "warning", "filter match": "primary-lighten-2",
+                     "selected": "error"}
 
 
 class HelpScreen(ModalScreen):
@@ -19,7 +24,7 @@ class HelpScreen(ModalScreen):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
-            yield Static(self._table(), id="help-text")
+            yield Static(self._table(self.app.get_css_variables()), id="help-text")
 
     def on_mount(self) -> None:
         box = self.query_one("#help-box")
@@ -28,7 +33,7 @@ class HelpScreen(ModalScreen):
         box.focus()
 
     @staticmethod
-    def _table() -> Table:
+    def _table(colours: dict[str, str] | None = None) -> Table:
         table = Table.grid(padding=(0, 2))
         table.add_column(justify="right", no_wrap=True)
         table.add_column()
@@ -38,8 +43,20 @@ class HelpScreen(ModalScreen):
             table.add_row("", Text(section, style="bold underline"))
             for keys, what in rows:
                 table.add_row(Text(keys, style="bold"), what)
+            if section == "Segment map":
+                _legend_rows(table, colours or {})
         table.add_row("", "")
         table.add_row("", Text("Filter examples (\\ opens the filter bar)", style="bold underline"))
         for example, what in FILTER_EXAMPLES:
             table.add_row(Text(example, style="bold"), what)
         return table
+
+
+def _legend_rows(table: Table, colours: dict[str, str]) -> None:
+    """The map's legend: each glyph in its colour (the theme's), with what it means."""
+    table.add_row("", "")
+    table.add_row("", Text("Segment map legend (a cell is a range of the segment's bytes)", style="italic"))
+    for chars, _kind, word, meaning in LEGEND:
+        colour = colours.get(_LEGEND_VARIABLES.get(word, ""), "")
+        style = f"bold {colour}" if colour.startswith("#") else "bold"  # "auto 60%" is no Rich colour
+        table.add_row(Text(chars, style=style), f"{word}: {meaning}")

@@ -153,13 +153,7 @@ class MainScreen(FilterActions, AnalysisActions, Screen):
         self.query_one(Timeline).set_cursor(max(i, 0))
 
     def _title_map(self) -> None:
-        state = self.segment_map.state
-        if state is None:
-            return
-        where = f"after event {state.index:,}" if state.index >= 0 else "before the first event"
-        mode = ", list" if self.segment_map.list_mode else ""
-        self.segment_map.border_title = (f"Segments {where}: {len(state.seg_addr):,} segments,"
-                                         f" {len(state.blk_addr):,} blocks{mode}")
+        self.segment_map.refresh_title()  # the map says what it counts (memtui.state_figures)
 
     def on_event_log_cursor_moved(self, message: EventLog.CursorMoved) -> None:
         self.show_event(message.event)

@@ -1,9 +1,12 @@
 """The segment/block map: the allocator's state at the selected event.
 
-Map mode draws one bar per segment, scaled to its size, with blocks by state; list mode
-lists every block and free gap with exact addresses and sizes. Blocks whose allocation
-a filter matched are drawn apart (``set_highlight``). The event cursor moves
-the state (time travel); inside the map the keys select segments and blocks.
+Map mode draws one bar per segment, scaled to its size, with blocks by state and every
+free byte visible (see :mod:`memtui.tui.segment_rows`; the legend is the border's
+subtitle); list mode lists every block and free gap with exact addresses and sizes.
+Blocks whose allocation a filter matched are drawn apart (``set_highlight``). The event
+cursor moves the state (time travel); inside the map the keys select segments and
+blocks. At an OOM the map selects the segment with the largest free block in the
+failing request's pool: the hole that was not big enough.
 """
 
 from __future__ import annotations
@@ -18,15 +21,18 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from memtui.model import actions as act
 from memtui.model.lifetimes import NONE
 from memtui.replay import AllocatorState
+from memtui.state_figures import SegmentPools, count_blocks, pool_free, request_pool, segment_pools
 from memtui.tui.device_view import DeviceView
 from memtui.tui.segment_rows import (
     ALLOCATED_CELL,
     BLOCK_ROW,
-    CELL_CHARS,
     FREE_CELL,
     GAP_ROW,
+    LEGEND,
+    LEVEL_CHARS,
     MATCHED_CELL,
     PENDING_CELL,
     SEGMENT_ROW,
@@ -36,12 +42,15 @@ from memtui.tui.segment_rows import (
 )
 from memtui.units import format_bytes
 
-HEADER_LINES = 2
-LABEL_WIDTH = 27  # marker, address, size, tags
+HEADER_LINES = 3  # figures at the cursor, the legend, the selected segment
+LABEL_WIDTH = 29  # marker, address (12 hex digits), size ("1000.00 MiB"), tags: see _label
 MIN_BAR = 6  # small segments still show their blocks; the size column has the exact figure
 _CELL_CLASS = {FREE_CELL: "segment-map--free", PENDING_CELL: "segment-map--pending",
                ALLOCATED_CELL: "segment-map--allocated", MATCHED_CELL: "segment-map--matched",
                SELECTED_CELL: "segment-map--selected"}
+# The second shade, for every other block of a segment (so neighbours stay apart).
+_ALT_CLASS = {PENDING_CELL: "segment-map--pending-alt", ALLOCATED_CELL: "segment-map--allocated-alt"}
+_SHORT_WORDS = {"allocated": "alloc", "pending free": "pending", "part free": "part"}
 
 
 class SegmentMap(ScrollView, can_focus=True):
@@ -54,15 +63,18 @@ class SegmentMap(ScrollView, can_focus=True):
         & > .segment-map--header { text-style: bold; }
         & > .segment-map--muted { color: $text-muted; }
         & > .segment-map--allocated { color: $success; }
+        & > .segment-map--allocated-alt { color: $success-darken-3; }
         & > .segment-map--pending { color: $warning; }
+        & > .segment-map--pending-alt { color: $warning-darken-3; }
         & > .segment-map--free { color: $text-muted; }
         & > .segment-map--selected { color: $error; text-style: bold; }
-        & > .segment-map--matched { color: $accent; text-style: bold; }
+        & > .segment-map--matched { color: $primary-lighten-2; text-style: bold; }
         & > .segment-map--cursor { background: $block-cursor-blurred-background; }
         &:focus > .segment-map--cursor { background: $block-cursor-background; }
     }
     """
     COMPONENT_CLASSES = {"segment-map--header", "segment-map--muted", "segment-map--allocated",
+                         "segment-map--allocated-alt", "segment-map--pending-alt",
                          "segment-map--pending", "segment-map--free", "segment-map--selected",
                          "segment-map--matched",
                          "segment-map--cursor"}
@@ -105,6 +117,7 @@ class SegmentMap(ScrollView, can_focus=True):
         self._block = NONE  # selected block, index into the state's blocks
         self._row = 0  # cursor row (list mode)
         self._matched_lives: np.ndarray | None = None  # block lives a filter matched
+        self._pools: SegmentPools | None = None
 
     # -- data --------------------------------------------------------------------
     @property
@@ -120,13 +133,20 @@ class SegmentMap(ScrollView, can_focus=True):
         return self._segment
 
     def show_state(self, view: DeviceView, state: AllocatorState, focus_address: int | None) -> None:
-        """Show ``state``; select the segment (and block) holding ``focus_address``."""
+        """Show ``state``; select the segment (and block) holding ``focus_address``.
+
+        Without an address, at an OOM: the segment with the largest free block in the
+        request's pool (and stream).
+        """
         self._view = view
         self._layout = StateLayout(state)
+        self._pools = segment_pools(state, view.device, view.snapshot.strings)
         segment, block = NONE, NONE
         if focus_address is not None:
             segment = self._layout.segment_of_address(focus_address)
             block = self._layout.block_at_address(focus_address)
+        elif self.oom_request() is not None:
+            segment = self.oom_segment()
         if segment == NONE and self._layout.n_segments:
             segment = min(max(self._segment, 0), self._layout.n_segments - 1)
         self._segment, self._block = segment, block
@@ -134,7 +154,42 @@ class SegmentMap(ScrollView, can_focus=True):
         self._update_virtual_size()
         self._scroll_to_selection()
         self.call_after_refresh(self._scroll_to_selection)
+        self.refresh_title()
         self.refresh()
+
+    def oom_request(self) -> tuple[str, int] | None:
+        """(pool, stream) of the request that failed, when the state is at an OOM."""
+        state, view = self.state, self._view
+        if state is None or view is None or not 0 <= state.index < view.n_events:
+            return None
+        trace = view.device.trace
+        if int(trace.action[state.index]) != act.OOM:
+            return None
+        return request_pool(int(trace.size[state.index])), int(trace.stream[state.index])
+
+    def oom_segment(self) -> int:
+        """At an OOM, the segment holding the largest free block of the request's pool; NONE if none."""
+        request = self.oom_request()
+        if request is None or self._pools is None:
+            return NONE
+        return pool_free(self.state, self._pools, *request).where
+
+    def title(self, width: int | None = None) -> str:
+        """The border title: the moment and what the state holds, as long as ``width`` allows."""
+        state = self.state
+        if state is None:
+            return "Segments"
+        counts = count_blocks(state)
+        mode = ", list" if self.list_mode else ""
+        at = f"after event {state.index:,}" if state.index >= 0 else "before the first event"
+        short_at = f"@{state.index:,}" if state.index >= 0 else "@start"
+        choices = [f"Segments {at}: {counts.text()}{mode}", f"{short_at}: {counts.text()}{mode}",
+                   f"{short_at}: {counts.text(short=True)}{mode}"]
+        width = self.size.width - 4 if width is None else width
+        return next((c for c in choices if len(c) <= width), choices[-1])
+
+    def refresh_title(self) -> None:
+        self.border_title = self.title()
 
     def set_highlight(self, matched_lives: np.ndarray | None) -> None:
         """Draw the blocks of these lives (a flag per block life) apart; None stops."""
@@ -195,6 +250,7 @@ class SegmentMap(ScrollView, can_focus=True):
         self._update_virtual_size()
         # The new virtual size applies on the next refresh; scroll once it has.
         self.call_after_refresh(self._scroll_to_selection)
+        self.refresh_title()
         self.refresh()
         self.post_message(self.ModeChanged())
 
@@ -226,7 +282,7 @@ class SegmentMap(ScrollView, can_focus=True):
             return
         self._segment, self._block = line, NONE
         cells = self._bar_cells(self._segment, self.scrollable_content_region.width)
-        cell = event.x - LABEL_WIDTH
+        cell = event.x - len(self._label(self._segment, True))
         if 0 <= cell < cells:
             self._block = self._layout.block_at_cell(self._segment, cell, cells)
         self._selection_changed()
@@ -238,6 +294,7 @@ class SegmentMap(ScrollView, can_focus=True):
     def on_resize(self) -> None:
         self._update_virtual_size()
         self._scroll_to_selection()
+        self.refresh_title()
 
     def _scroll_to_selection(self) -> None:
         line = self._cursor_line()
@@ -259,6 +316,8 @@ class SegmentMap(ScrollView, can_focus=True):
         if y == 0:
             return self._header_line(width)
         if y == 1:
+            return self._legend_line(width)
+        if y == 2:
             return self._detail_line(width)
         line = round(self.scroll_y) + y - HEADER_LINES
         if line >= self._rows_count():
@@ -275,6 +334,21 @@ class SegmentMap(ScrollView, can_focus=True):
                 f" · {labels[2]} {format_bytes(st.active)}")
         return Strip([Segment(text, self._style("segment-map--header"))]).crop_extend(0, width, self.rich_style)
 
+    def _legend_line(self, width: int) -> Strip:
+        """What the bars' glyphs and colours mean (all of it is in the help screen)."""
+        muted = self._style("segment-map--muted")
+        if self.list_mode:
+            text = " rows: a segment, then its blocks and free runs by address"
+            return Strip([Segment(text, muted)]).crop_extend(0, width, self.rich_style)
+        items = [(chars, kind, word) for chars, kind, word, _ in LEGEND if kind not in (MATCHED_CELL, SELECTED_CELL)]
+        long = sum(len(chars) + len(word) + 2 for chars, _, word in items) + 1
+        segments = []
+        for chars, kind, word in items:
+            segments.append(Segment(" ", muted))
+            segments.append(Segment(chars, self._style(_CELL_CLASS[kind]) if kind is not None else muted))
+            segments.append(Segment(" " + (word if long <= width else _SHORT_WORDS.get(word, word)), muted))
+        return Strip(segments).crop_extend(0, width, self.rich_style)
+
     def _detail_line(self, width: int) -> Strip:
         muted = self._style("segment-map--muted")
         s = self._segment
@@ -283,44 +357,57 @@ class SegmentMap(ScrollView, can_focus=True):
         st = self.state
         free, largest = self._layout.free_figures(s)
         frag = f" (fragmentation {100 - 100 * largest // free}%)" if free else ""
+        counts = count_blocks(st, s)
         parts = [f" {int(st.seg_addr[s]):x}: free {format_bytes(free)}, largest {format_bytes(largest)}{frag}",
-                 *self._segment_tags(s, long=True), f"stream {int(st.seg_stream[s])}"]
+                 counts.blocks_text(short=True), *self._segment_tags(s, long=True), f"stream {int(st.seg_stream[s])}"]
         return Strip([Segment(" · ".join(parts), muted)]).crop_extend(0, width, self.rich_style)
 
     def _segment_tags(self, s: int, long: bool = False) -> list[str]:
         st, dev = self.state, self._view.device
         tags = []
+        if long and self._pools is not None:
+            tags.append(f"{'small' if self._pools.small[s] else 'large'} pool")
         if bool(st.seg_expandable[s]):
             tags.append("expandable" if long else "e")
         final = int(st.seg_final[s])
         if final != NONE and len(dev.segments):
             pool = dev.segments.pools[int(dev.segments.pool[final])]
             if tuple(pool) != (0, 0):
-                tags.append(f"pool {pool}" if long else "p")
+                tags.append(f"private pool {pool}" if long else "p")
         return tags
 
     def _label(self, s: int, is_cursor: bool) -> str:
         st = self.state
         tags = "".join(self._segment_tags(s))
         marker = "▶" if is_cursor else " "
-        return f"{marker}{int(st.seg_addr[s]):>12x} {format_bytes(int(st.seg_size[s])):>10} {tags:<2} "
+        return f"{marker}{int(st.seg_addr[s]):>12x} {format_bytes(int(st.seg_size[s])):>11} {tags:<2} ".ljust(
+            LABEL_WIDTH)
 
     def _bar_cells(self, s: int, width: int) -> int:
-        avail = max(1, width - LABEL_WIDTH)
+        # The label is wider only for addresses past 12 hex digits; never crop the bar.
+        avail = max(1, width - len(self._label(s, False)))
         scaled = avail * int(self.state.seg_size[s]) // max(self._layout.max_segment, 1)
         return max(min(MIN_BAR, avail), scaled)
 
     def _map_line(self, s: int, width: int) -> Strip:
         segments = [Segment(self._label(s, s == self._segment), self._style("segment-map--muted"))]
-        bar = self._layout.bar(s, self._bar_cells(s, width), self._block if s == self._segment else NONE,
-                               self._matched_lives)
+        bar = self._layout.cells(s, self._bar_cells(s, width), self._block if s == self._segment else NONE,
+                                 self._matched_lives)
+        looks = [(LEVEL_CHARS[int(level)], self._cell_class(int(kind), bool(alt)))
+                 for kind, level, alt in zip(bar.kind, bar.level, bar.alt)]
         start = 0
-        for c in range(1, len(bar) + 1):
-            if c == len(bar) or bar[c] != bar[start]:
-                kind = int(bar[start])
-                segments.append(Segment(CELL_CHARS[kind] * (c - start), self._style(_CELL_CLASS[kind])))
+        for c in range(1, len(looks) + 1):
+            if c == len(looks) or looks[c][1] != looks[start][1]:
+                text = "".join(char for char, _ in looks[start:c])
+                segments.append(Segment(text, self._style(looks[start][1])))
                 start = c
         return Strip(segments).crop_extend(0, width, self.rich_style)
+
+    @staticmethod
+    def _cell_class(kind: int, alt: bool) -> str:
+        if alt and kind in _ALT_CLASS:
+            return _ALT_CLASS[kind]
+        return _CELL_CLASS[kind]
 
     def _list_line(self, line: int, width: int) -> Strip:
         row = self._layout.list_rows()[line]
@@ -351,3 +438,4 @@ class SegmentMap(ScrollView, can_focus=True):
             return f"{int(dev.lives.addr[life]):x}_{int(dev.lives.version[life])}"
         final = int(self.state.blk_final[b])
         return dev.block_address_n(final) if final != NONE else ""
+
