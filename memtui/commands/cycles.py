@@ -5,7 +5,7 @@ from __future__ import annotations
 from memtui.analysis.cycles import CycleReport, find_cycles
 from memtui.commands._common import add_json_flag, add_snapshot_argument, device_or_error, load, print_json
 from memtui.commands._report import add_depth_option, add_device_option, check_depth
-from memtui.units import format_bytes, format_seconds
+from memtui.units import format_bytes, format_seconds, plural
 
 NAME = "cycles"
 HELP = "Detect the reference-cycle sawtooth: allocations piling up over many iterations, freed in gc bursts."
@@ -38,21 +38,22 @@ def render(report: CycleReport) -> list[str]:
     bursts = report.bursts
     held = max(b.bytes for b in bursts)
     if report.bounded:
-        head = (f"device {report.device}: reference cycles suspected, bounded sawtooth: {len(bursts)} garbage"
-                f" collections each freed up to {f(held)} that had piled up over many iterations")
+        head = (f"device {report.device}: reference cycles suspected, bounded sawtooth:"
+                f" {plural(len(bursts), 'garbage collection')} each freed up to {f(held)} that had piled up over"
+                " many iterations")
     else:
         head = (f"device {report.device}: reference cycles suspected, unbounded: {f(held)} piled up over many"
                 " iterations and came back only when the garbage collector ran"
                 + (" (once)" if len(bursts) == 1 else " (and each burst freed more)"))
     lines = [head]
     for oom in report.ooms_while_accumulating:
-        lines.append(f"  an OOM at event {oom['index']:,} struck while {f(oom['bytes'])} ({oom['lives']:,}"
-                     " allocations) waited for the garbage collector")
+        lines.append(f"  an OOM at event {oom['index']:,} struck while {f(oom['bytes'])}"
+                     f" ({plural(oom['lives'], 'allocation')}) waited for the garbage collector")
     lines.append("")
     lines.append("call sites whose allocations the collector freed:")
     for s in report.sites:
-        lines.append(f"  {f(s.bytes):>11} in {s.lives:,} allocations over {s.bursts} burst(s), up to {s.rounds}"
-                     f" {'steps' if report.rounds_by == 'steps' else 'rounds'} each  {s.site}")
+        lines.append(f"  {f(s.bytes):>11} in {plural(s.lives, 'allocation')} over {plural(s.bursts, 'burst')},"
+                     f" up to {s.rounds} {'steps' if report.rounds_by == 'steps' else 'rounds'} each  {s.site}")
     lines.append("")
     lines.append(f"{'event':>9} {'time':>10} {'freed':>11} {'lives':>6} {'peak before':>12} {'after':>11}"
                  "  order, collected at")

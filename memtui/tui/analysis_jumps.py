@@ -15,6 +15,7 @@ from memtui.analysis.callsites import CallSites
 from memtui.analysis.live import life_spans
 from memtui.model import DeviceModel, Snapshot
 from memtui.model.lifetimes import NONE
+from memtui.units import plural
 
 
 @dataclass
@@ -48,4 +49,4 @@ def site_jump(snapshot: Snapshot, dev: DeviceModel, label: str, depth: int = 1) 
     still_live = lives.start[mine][(lives.end[mine] == NONE) & (lives.start[mine] != NONE)]
     target = int(still_live.max()) if len(still_live) else int(allocs[-1]) if len(allocs) else int(events[-1])
     return AnalysisJump(target, rows=events, steps=allocs if len(allocs) else events, label=label,
-                        message=f"{len(allocs):,} allocations of {label} (n/N step through them)")
+                        message=f"{plural(len(allocs), 'allocation')} of {label} (n/N step through them)")

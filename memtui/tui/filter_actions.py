@@ -19,7 +19,7 @@ from textual.worker import get_current_worker
 
 from memtui.query import FilterError, compile_filter
 from memtui.tui.widgets.filter_bar import FilterBar
-from memtui.units import format_bytes
+from memtui.units import format_bytes, plural
 
 # (key, action, description, shown in the footer), as the main screen lists its keys.
 FILTER_KEYS = [
@@ -184,4 +184,4 @@ class FilterActions:
 
     def _export_finished(self, result) -> None:
         if result is not None:
-            self.status.say(f"wrote {result.path}: {result.events:,} events, {format_bytes(result.bytes)}")
+            self.status.say(f"wrote {result.path}: {plural(result.events, 'event')}, {format_bytes(result.bytes)}")

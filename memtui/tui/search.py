@@ -14,6 +14,7 @@ import numpy as np
 from memtui.model import DeviceModel, Match, Snapshot
 from memtui.model.address_n import parse_address
 from memtui.model.lifetimes import NONE
+from memtui.units import plural
 
 
 @dataclass
@@ -82,7 +83,7 @@ def frame_text_search(snapshot: Snapshot, device: int, query: str) -> SearchResu
                             message=f"not found: '{query}' is in no stack of device {device}'s trace")
     n_frames = int(frame_hit.sum())
     return SearchResult(query, "text", device, events.astype(np.int64),
-                        message=f"{len(events):,} events with a frame matching '{query}'"
+                        message=f"{plural(len(events), 'event')} with a frame matching '{query}'"
                                 f" ({n_frames} distinct frame{'s' if n_frames != 1 else ''}; n/N)")
 
 

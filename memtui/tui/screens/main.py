@@ -38,7 +38,7 @@ from memtui.tui.widgets.stack_inspector import StackInspector
 from memtui.tui.widgets.status_line import StatusLine
 from memtui.tui.widgets.summary_bar import SummaryBar
 from memtui.tui.widgets.timeline import Timeline
-from memtui.units import format_bytes
+from memtui.units import format_bytes, plural
 
 # (key, action, description, shown in the footer); the palette offers the same actions.
 SCREEN_KEYS = [
@@ -252,7 +252,7 @@ class MainScreen(FilterActions, AnalysisActions, Screen):
     def _device_ready(self, view: DeviceView, then_search: SearchResult | None) -> None:
         self._views[view.device.device] = view
         self._apply_view(view)
-        self.status.say(f"device {view.device.device}: {view.n_events:,} events")
+        self.status.say(f"device {view.device.device}: {plural(view.n_events, 'event')}")
         if then_search is not None:
             self._apply_search(then_search)
 
