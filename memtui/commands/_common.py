@@ -7,7 +7,6 @@ import json
 import sys
 import time
 
-from memtui.errors import UsageError
 from memtui.model import Snapshot, open_snapshot
 
 
@@ -82,16 +81,14 @@ def release_cache() -> None:
     set_default_cache(None)
 
 
+# How the default device is chosen, as every command's --device help says it.
+DEFAULT_DEVICE = "the device with an OOM, else the one with the most events, else the most reserved"
+
+
 def device_or_error(snapshot: Snapshot, device: int | None) -> int:
-    if device is None:
-        # The first device with anything in it, else 0.
-        for dev in snapshot.devices:
-            if len(dev.trace) or len(dev.segments):
-                return dev.device
-        return 0
-    if not 0 <= device < len(snapshot.devices):
-        raise UsageError(f"no device {device}; this snapshot has devices 0..{len(snapshot.devices) - 1}")
-    return device
+    """The device a command looks at: ``--device`` when given, else the snapshot's default
+    (the same rule as the explorer's, :meth:`Snapshot.default_device`)."""
+    return snapshot.device_or_default(device)
 
 
 def print_json(value: object) -> None:

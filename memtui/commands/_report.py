@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from memtui.commands._common import DEFAULT_DEVICE
 from memtui.errors import UsageError
 from memtui.units import format_bytes, parse_size
 
@@ -14,7 +15,7 @@ def add_depth_option(parser: argparse.ArgumentParser) -> None:
 
 
 def add_device_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", type=int, default=None, help="device to analyse (default: the first with data)")
+    parser.add_argument("--device", type=int, default=None, help=f"device (default: {DEFAULT_DEVICE})")
 
 
 def size_argument(text: str) -> int:

@@ -17,7 +17,8 @@ HELP = ("Compare live memory by call site and segments by pool between two snaps
 def add_arguments(parser) -> None:
     parser.add_argument("a", help="the 'before' snapshot")
     parser.add_argument("b", help="the 'after' snapshot (may be the same file, with --device-b or --at-b)")
-    parser.add_argument("--device", type=int, default=None, help="device of both sides (default: first with data)")
+    parser.add_argument("--device", type=int, default=None,
+                        help="device of both sides (default: each side's own, as the explorer picks it)")
     parser.add_argument("--device-a", type=int, default=None, help="device of the first side")
     parser.add_argument("--device-b", type=int, default=None, help="device of the second side")
     parser.add_argument("--at-a", type=int, default=None, metavar="EVENT",

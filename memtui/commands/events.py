@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import math
 
-from memtui.commands._common import add_json_flag, add_snapshot_argument, device_or_error, load, print_json
+from memtui.commands._common import (
+    DEFAULT_DEVICE,
+    add_json_flag,
+    add_snapshot_argument,
+    device_or_error,
+    load,
+    print_json,
+)
 from memtui.errors import UsageError
 from memtui.model import Snapshot
 from memtui.units import format_bytes, format_seconds
@@ -15,7 +22,7 @@ HELP = "Print trace events: index, time, action, address_n, size, stream, top fr
 
 def add_arguments(parser) -> None:
     add_snapshot_argument(parser)
-    parser.add_argument("--device", type=int, default=None, help="device (default: the first with a trace)")
+    parser.add_argument("--device", type=int, default=None, help=f"device (default: {DEFAULT_DEVICE})")
     parser.add_argument("--start", type=int, default=0, help="first event index (negative counts from the end)")
     parser.add_argument("--limit", type=int, default=50, help="how many events (0 for all)")
     add_json_flag(parser)

@@ -32,7 +32,7 @@ def run(args) -> int:
 def summarize(snapshot: Snapshot) -> dict:
     """The documented ``info --json`` object."""
     devices = []
-    for dev in snapshot.devices:
+    for dev in snapshot.present_devices:
         trace = dev.trace
         states = {name: 0 for name in BLOCK_STATES}
         states.update(dev.blocks.state_counts())

@@ -9,7 +9,7 @@ from functools import cached_property
 
 import numpy as np
 
-from memtui.errors import SnapshotError
+from memtui.errors import SnapshotError, UsageError
 from memtui.model import actions as act
 from memtui.model.actions import ActionTable
 from memtui.model.address_n import format_address_n, names_segment, parse_address_candidates
@@ -171,6 +171,7 @@ class Snapshot:
     annotations: list[Annotation]
     header: dict | None = None  # present when opened from a memtui export
     warnings: list[str] = field(default_factory=list)
+    traced_devices: int = 0  # how many device traces the file holds (0 for a bare segment list)
 
     @property
     def name(self) -> str:
@@ -179,6 +180,37 @@ class Snapshot:
 
     def device(self, d: int) -> DeviceModel:
         return self.devices[d]
+
+    # -- which devices there are, and which one to show -----------------------------------
+    @property
+    def present_devices(self) -> list[DeviceModel]:
+        """Devices the file speaks of: one per device trace it holds, and any other device
+        its segments name. A device number below those that neither names is not shown (a
+        bare segment list of device 1 has no device 0)."""
+        shown = [d for d in self.devices if d.device < self.traced_devices or len(d.trace) or len(d.segments)]
+        return shown or self.devices[:1]
+
+    def default_device(self) -> int:
+        """The device every view opens when none is asked for: the one with an OOM, else the
+        one with the most events (the dump's own ``snapshot`` entries not counted), else the
+        one with the most reserved bytes; the lowest number on a tie."""
+        def weight(dev: DeviceModel) -> tuple:
+            events = len(dev.trace) - int(np.count_nonzero(dev.trace.action == act.SNAPSHOT))
+            return (len(dev.oom_indices()) > 0, events, dev.reserved, -dev.device)
+
+        present = self.present_devices
+        return max(present, key=weight).device if present else 0
+
+    def device_or_default(self, device: int | None) -> int:
+        """``device`` when given (SnapshotError naming the devices there are when it is not one
+        of them), else :meth:`default_device`."""
+        if device is None:
+            return self.default_device()
+        numbers = [d.device for d in self.present_devices]
+        if device not in numbers:
+            raise UsageError(f"no device {device}; this snapshot has device{'s' if len(numbers) > 1 else ''} "
+                                f"{', '.join(map(str, numbers))}")
+        return device
 
     def find(self, text: str, device: int | None = None) -> list[Match]:
         """Search every device (or one) for an address_n / address."""
@@ -269,6 +301,7 @@ def assemble_model(raw: dict, columns: list[TraceColumns], tables: ModelTables, 
         annotations=annotations,
         header=terminal_safe_value(raw.get("memtui_header")),
         warnings=warnings,
+        traced_devices=len(raw.get("device_traces") or []),
     )
 
 

@@ -107,14 +107,7 @@ class MemtuiApp(OrderedKeys, App[int]):
         self.post_message(LoadFinished(snapshot, view))
 
     def _first_device(self, snapshot: Snapshot) -> int:
-        if self._device is not None:
-            if not 0 <= self._device < len(snapshot.devices):
-                raise MemtuiError(f"no device {self._device}; this snapshot has devices 0..{len(snapshot.devices) - 1}")
-            return self._device
-        for dev in snapshot.devices:  # the first device with anything in it
-            if len(dev.trace) or len(dev.segments):
-                return dev.device
-        return 0
+        return snapshot.device_or_default(self._device)
 
     def on_load_progress(self, message: LoadProgress) -> None:
         from memtui.tui.screens.loading import LoadingScreen

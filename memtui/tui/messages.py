@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from textual.message import Message
 
 from memtui.model import Snapshot
@@ -38,10 +40,10 @@ class LoadFailed(Message):
 class DeviceReady(Message):
     """A device's view was built in a worker and can be shown."""
 
-    def __init__(self, view: DeviceView, then_search: SearchResult | None = None) -> None:
+    def __init__(self, view: DeviceView, then: Callable[[], None] | None = None) -> None:
         super().__init__()
         self.view = view
-        self.then_search = then_search
+        self.then = then  # what to do once the view shows (apply a search, go to an OOM)
 
 
 class SearchDone(Message):

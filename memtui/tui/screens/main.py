@@ -10,7 +10,7 @@ events); the filter (`\\`) and export (`x`) keys live in :mod:`memtui.tui.filter
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import partial
 
 from textual import work
@@ -122,7 +122,7 @@ class MainScreen(FilterActions, AnalysisActions, Screen):
 
     def _apply_view(self, view: DeviceView, event: int | None = None) -> None:
         self.current_view = view
-        self.query_one(SummaryBar).show_view(view, len(self.snapshot.devices))
+        self.query_one(SummaryBar).show_view(view, len(self.snapshot.present_devices))
         self.query_one(Timeline).set_view(view)
         self.event_log.set_view(view, event)
         self._search = None
@@ -190,10 +190,26 @@ class MainScreen(FilterActions, AnalysisActions, Screen):
             self.status.say(jump.message)
 
     def action_next_oom(self) -> None:
-        self._jump(navigation.oom(self.current_view.device, self.cursor, True))
+        self._jump_to_oom(True)
 
     def action_previous_oom(self) -> None:
-        self._jump(navigation.oom(self.current_view.device, self.cursor, False))
+        self._jump_to_oom(False)
+
+    def _jump_to_oom(self, forward: bool) -> None:
+        """The next OOM on this device; with none here, the first OOM of a device that has one."""
+        jump = navigation.oom(self.current_view.device, self.cursor, forward)
+        other = navigation.device_with_oom(self.snapshot, self.current_view.device.device)
+        if jump.event is not None or other is None:
+            self._jump(jump)
+            return
+        device, event = other
+        here = self.current_view.device.device
+
+        def arrive() -> None:
+            self._jump(navigation.Jump(event, f"device {here} has no OOM: this is device {device}'s, "
+                                              f"at event {event:,}"))
+
+        self._switch_device(device, then=arrive)
 
     def action_same_address(self, forward: bool) -> None:
         self._jump(navigation.same_address(self.current_view.device, self.cursor, forward))
@@ -229,32 +245,34 @@ class MainScreen(FilterActions, AnalysisActions, Screen):
 
     # -- devices -----------------------------------------------------------------------
     def action_next_device(self) -> None:
-        n = len(self.snapshot.devices)
-        if n < 2:
+        numbers = [d.device for d in self.snapshot.present_devices]
+        if len(numbers) < 2:
             self.status.say("this snapshot has one device", warning=True)
             return
-        self._switch_device((self.current_view.device.device + 1) % n)
+        current = self.current_view.device.device
+        later = [d for d in numbers if d > current]
+        self._switch_device(later[0] if later else numbers[0])
 
-    def _switch_device(self, d: int, then_search: SearchResult | None = None) -> None:
+    def _switch_device(self, d: int, then: Callable[[], None] | None = None) -> None:
         if d in self._views:
-            self._device_ready(self._views[d], then_search)
+            self._device_ready(self._views[d], then)
         else:
             self.status.say(f"preparing device {d}…")
-            self._build_view(d, then_search)
+            self._build_view(d, then)
 
     @work(thread=True, exclusive=True, group="device")
-    def _build_view(self, d: int, then_search: SearchResult | None) -> None:
-        self.post_message(DeviceReady(build_device_view(self.snapshot, d), then_search))
+    def _build_view(self, d: int, then: Callable[[], None] | None) -> None:
+        self.post_message(DeviceReady(build_device_view(self.snapshot, d), then))
 
     def on_device_ready(self, message: DeviceReady) -> None:
-        self._device_ready(message.view, message.then_search)
+        self._device_ready(message.view, message.then)
 
-    def _device_ready(self, view: DeviceView, then_search: SearchResult | None) -> None:
+    def _device_ready(self, view: DeviceView, then: Callable[[], None] | None) -> None:
         self._views[view.device.device] = view
         self._apply_view(view)
         self.status.say(f"device {view.device.device}: {plural(view.n_events, 'event')}")
-        if then_search is not None:
-            self._apply_search(then_search)
+        if then is not None:
+            then()
 
     # -- search --------------------------------------------------------------------------
     # The bar moves the focus itself, at once; these handlers run later and must not move it
@@ -284,7 +302,7 @@ class MainScreen(FilterActions, AnalysisActions, Screen):
     def on_search_done(self, message: SearchDone) -> None:
         result = message.result
         if result.found and result.device != self.current_view.device.device:
-            self._switch_device(result.device, then_search=result)
+            self._switch_device(result.device, then=partial(self._apply_search, result))
             return
         self._apply_search(result)
 

@@ -1,0 +1,32 @@
+"""The explorer opens on the device with the OOM, and `o` finds an OOM on another device."""
+
+from __future__ import annotations
+
+from memtui.tui.app import MemtuiApp
+from tests.conftest import SAMPLES
+from tests.fixtures.multi_device import combine
+from tests.tui.helpers import loaded, ready, settle
+
+HEALTHY = SAMPLES / "train_linear_adam.pickle.xz"
+OOM = SAMPLES / "oom_training.pickle.xz"
+
+
+async def test_opens_on_the_oom_device_and_o_crosses_devices(tmp_path):
+    path = combine([HEALTHY, OOM], tmp_path / "two.pickle")
+    snapshot = loaded(str(path))
+    oom_event = int(snapshot.devices[1].oom_indices()[0])
+
+    app = MemtuiApp(lambda progress: snapshot, show_source=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await ready(app, pilot)
+        assert screen.current_view.device.device == 1
+
+    app = MemtuiApp(lambda progress: snapshot, show_source=False, device=0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await ready(app, pilot)
+        assert screen.current_view.device.device == 0
+        await pilot.press("o")
+        await settle(app, pilot)
+        assert screen.current_view.device.device == 1
+        assert screen.event_log.cursor_event == oom_event
+        assert "device 0 has no OOM" in str(screen.status.content)
