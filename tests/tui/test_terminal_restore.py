@@ -3,8 +3,10 @@
 SIGTERM, SIGHUP (what an SSH connection dropping sends) and SIGINT sent to a running
 ``memtui SNAP`` must end it through the normal exit: the output ends by leaving the
 alternate screen and showing the cursor, the terminal is back in line mode with echo,
-and the exit status is 128 + the signal, with no traceback. A crash (a fault injected
-into the app) prints one line naming a short report under the cache folder.
+and the exit status is 128 + the signal, with no traceback. That holds even when the
+event loop is wedged and cannot run the exit: the process still ends within the grace
+period, and a second signal of any kind ends it at once. A crash (a fault injected into
+the app) prints one line naming a short report under the cache folder.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import time
 
 import pytest
 
+from memtui.tui.lifecycle import EXIT_GRACE
 from tests.conftest import ROOT
 from tests.tui.tiny_snapshot import write_tiny_snapshot
 
@@ -35,6 +38,19 @@ def fault(self):
     raise RuntimeError("injected fault")
 
 MainScreen.on_mount = fault
+from memtui.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+WEDGED_APP = """
+import os, sys, threading
+from memtui.tui.screens.main import MainScreen
+
+def wedge(self):
+    os.write(2, b"WEDGED")
+    threading.Event().wait()  # the event loop never runs again
+
+MainScreen.on_mount = wedge
 from memtui.cli import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -90,6 +106,17 @@ class PtyRun:
         return bool(data)
 
 
+def catches(pid: int, signum: int) -> bool:
+    """Whether the process has a handler for ``signum`` (Linux; elsewhere, wait a little)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            mask = next(line for line in status if line.startswith("SigCgt:")).split()[1]
+    except OSError:
+        time.sleep(0.5)
+        return False
+    return bool(int(mask, 16) >> (signum - 1) & 1)
+
+
 @pytest.fixture
 def tiny(tmp_path):
     return write_tiny_snapshot(tmp_path)
@@ -130,5 +157,37 @@ def test_a_crash_prints_one_line_and_writes_a_report(tmp_path, tiny):
         content = open(report).read()
         assert "RuntimeError: injected fault" in content and "def fault" not in content
         assert len(content.splitlines()) < 150
+    finally:
+        run.close()
+
+
+def test_a_signal_ends_an_app_whose_event_loop_is_wedged(tmp_path, tiny):
+    run = PtyRun([sys.executable, "-c", WEDGED_APP, str(tiny)], tmp_path / "cache-home")
+    try:
+        run.read_until(b"WEDGED")
+        sent = time.monotonic()
+        os.kill(run.process.pid, signal.SIGTERM)
+        code = run.wait(timeout=EXIT_GRACE + 10)
+        assert code == 128 + signal.SIGTERM
+        assert time.monotonic() - sent < EXIT_GRACE + 5
+        assert LEAVE_ALT_SCREEN in run.output.split(b"WEDGED")[-1]
+        assert run.line_mode_restored()
+        assert b"Traceback" not in run.output
+    finally:
+        run.close()
+
+
+def test_a_second_signal_of_another_kind_acts_at_once(tmp_path, tiny):
+    run = PtyRun([sys.executable, "-c", WEDGED_APP, str(tiny)], tmp_path / "cache-home")
+    try:
+        run.read_until(b"WEDGED")
+        os.kill(run.process.pid, signal.SIGHUP)
+        deadline = time.monotonic() + 5
+        while catches(run.process.pid, signal.SIGTERM):  # until the first one's handler has run
+            assert time.monotonic() < deadline, "SIGTERM is still caught after SIGHUP"
+            time.sleep(0.02)
+        assert run.process.poll() is None
+        os.kill(run.process.pid, signal.SIGTERM)
+        assert run.wait(timeout=EXIT_GRACE / 2) == -signal.SIGTERM
     finally:
         run.close()
