@@ -93,8 +93,13 @@ def explain(d: OomDiagnosis) -> list[str]:
         out.append(f"Not enough memory even if every free byte were one block: short by {f(max(short, 0))}."
                    " Reduce what is live at this point (see below).")
     if d.device_total is not None and not d.process_limit and d.verdict != "external":
-        estimate = " (estimated; set --device-memory)" if d.device_total_estimated else ""
+        # The snapshot does not record the device's size; say how the figure was made and
+        # where to give the real one (the explorer has no such option: the CLI does).
+        estimate = (" (estimated: the snapshot does not record it; the smallest common GPU size above"
+                    " reserved + device free)") if d.device_total_estimated else ""
         out.append(f"Device total {f(d.device_total)}{estimate}: {f(d.non_pytorch or 0)} in use outside PyTorch.")
+        if d.device_total_estimated:
+            out.append("For the real total: memtui oom SNAPSHOT --device-memory SIZE (e.g. 80GiB).")
     if d.held_by_cycles:
         out.append(f"{f(d.held_by_cycles)} of what was live was freed later by the garbage collector in one burst:"
                    " memory held by reference cycles (see memtui cycles).")

@@ -9,6 +9,10 @@ from memtui.model import Snapshot
 from memtui.model.segments import ALLOCATED, PENDING_FREE
 from memtui.units import format_bytes
 
+# The block states of a snapshot as the text table says them (--json keeps the snapshot's names).
+STATE_TEXT = {"active_allocated": "allocated", "active_pending_free": "pending free",
+              "active_awaiting_free": "pending free"}
+
 NAME = "top"
 HELP = "List the largest live blocks at snapshot time with their address_n and allocating call site."
 
@@ -56,9 +60,9 @@ def run(args) -> int:
     if not rows:
         print("no live blocks at snapshot time")
         return 0
-    print(f"{'size':>12}  {'address_n':<18} {'dev':>3}  {'state':<20} allocated at")
+    print(f"{'size':>12}  {'address_n':<18} {'dev':>3}  {'state':<12} allocated at")
     for row in rows:
-        state = "" if row["state"] == "active_allocated" else row["state"]
-        print(f"{format_bytes(row['size']):>12}  {row['address_n']:<18} {row['device']:>3}  {state:<20} "
+        state = STATE_TEXT.get(row["state"], row["state"])
+        print(f"{format_bytes(row['size']):>12}  {row['address_n']:<18} {row['device']:>3}  {state:<12} "
               f"{row['top_frame'] or '(no stack)'}")
     return 0
