@@ -10,6 +10,7 @@ a second. Mixed into the main screen, which provides ``current_view``, ``event_l
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +30,6 @@ FILTER_KEYS = [
 ]
 FILTER_PALETTE = [
     ("filter", "Filter events", "Show only the events matching a filter expression (docs/filter.md)"),
-    ("clear_filter", "Clear filter", "Show every event again"),
 ]
 # Shown in the help screen: what people filter for, most common first.
 FILTER_EXAMPLES = [
@@ -184,4 +184,5 @@ class FilterActions:
 
     def _export_finished(self, result) -> None:
         if result is not None:
-            self.status.say(f"wrote {result.path}: {plural(result.events, 'event')}, {format_bytes(result.bytes)}")
+            path = os.path.abspath(result.path)
+            self.status.say(f"wrote {path}: {plural(result.events, 'event')}, {format_bytes(result.bytes)}")

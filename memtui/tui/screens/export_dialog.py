@@ -41,9 +41,10 @@ class ExportRequest:
 
 
 def default_export_path(snapshot: Snapshot, device: int, filtered: bool) -> str:
-    """``NAME.devD[.filtered].msgpack`` in the working directory: the source's own folder may be read-only."""
+    """``NAME.devD[.filtered].msgpack`` in the working directory (the source's own folder may
+    be read-only), as an absolute path: the dialog and the message after it say where it goes."""
     stem = snapshot.name.split(".pickle")[0].split(".msgpack")[0] or "snapshot"
-    return f"{stem}.dev{device}{'.filtered' if filtered else ''}.msgpack"
+    return os.path.abspath(f"{stem}.dev{device}{'.filtered' if filtered else ''}.msgpack")
 
 
 class ExportProgress(Message):
@@ -124,7 +125,9 @@ class ExportDialog(ModalScreen[ExportResult | None]):
 
     @property
     def path(self) -> str:
-        return os.path.expanduser(self.query_one("#export-path", Input).value.strip())
+        """The file to write, absolute (a relative name is in the working directory)."""
+        value = self.query_one("#export-path", Input).value.strip()
+        return os.path.abspath(os.path.expanduser(value)) if value else ""
 
     @on(Input.Changed, "#export-path")
     def _path_changed(self) -> None:

@@ -186,8 +186,17 @@ class MainScreen(FilterActions, AnalysisActions, Screen):
         if jump.event is None:
             self.status.say(jump.message, warning=True)
             return
-        if self.go_to(jump.event) and jump.message:
-            self.status.say(jump.message)
+        if self.go_to(jump.event):
+            # Always answer the key: a message left by an earlier one (a search) would read as
+            # this jump's.
+            self.status.say(jump.message or self._describe_event(jump.event))
+
+    def _describe_event(self, event: int) -> str:
+        """``event 1,234: free_requested 7f06…_0`` for the status line."""
+        view = self.current_view
+        name = view.snapshot.actions.name(int(view.device.trace.action[event]))
+        address_n = view.device.event_address_n(event)
+        return f"event {event:,}: {name}" + (f" {address_n}" if address_n else "")
 
     def action_next_oom(self) -> None:
         self._jump_to_oom(True)
@@ -368,11 +377,16 @@ class MainScreen(FilterActions, AnalysisActions, Screen):
 
     # -- palette -----------------------------------------------------------------------------
     def palette_commands(self) -> Iterable[SystemCommand]:
-        for _key, action, description, _show in SCREEN_KEYS:
-            yield SystemCommand(description, f"{description} (key: {_key_label(_key)})",
-                                partial(self.run_action, action))
+        """One command per action: a keyed action says its key, and takes the longer title
+        and help of its PALETTE_EXTRA entry when it has one."""
+        extra = {action: (title, help_text) for action, title, help_text in PALETTE_EXTRA}
+        for key, action, description, _show in SCREEN_KEYS:
+            title, help_text = extra.get(action, (description, description))
+            yield SystemCommand(title, f"{help_text} (key: {_key_label(key)})", partial(self.run_action, action))
+        keyed = {action for _key, action, _description, _show in SCREEN_KEYS}
         for action, title, help_text in PALETTE_EXTRA:
-            yield SystemCommand(title, help_text, partial(self.run_action, action))
+            if action not in keyed:
+                yield SystemCommand(title, help_text, partial(self.run_action, action))
 
 
 def _key_label(key: str) -> str:
