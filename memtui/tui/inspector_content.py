@@ -87,7 +87,7 @@ def oom_lines(view: DeviceView, i: int, state: AllocatorState) -> list[Line]:
         _kv("active", format_bytes(state.active)),
         _kv("free in cache", f"{format_bytes(cached_free)} in all pools, {format_bytes(usable.free)} in the"
             f" {usable.label}"),
-        _kv("largest free", largest_free_text(state, pools, usable) + " (one block each)"),
+        _kv("largest free", largest_free_text(state, pools, usable)),  # one free block, per pool
     ]
     return lines
 

@@ -8,7 +8,7 @@ A bar cell covers a range of the segment's bytes. Its glyph says how much of tha
 is in use: a full cell only when every byte is, a lower block (``▁``..``▅``, lower is
 more free) when some bytes are free, however few (a 1 KiB hole in a cell of 40 MiB still
 marks its cell), and ``░`` when none is used. Its colour says what is there (the
-strongest thing in the cell: selected > filter match > allocated > pending free), and
+strongest thing in the cell: selected > filter match > pending free > allocated), and
 neighbouring blocks alternate between two shades so each stays visible in a row of
 them. The full glyph is seven eighths high, so rows of full segments stay apart in
 terminals and browsers that draw block glyphs edge to edge.
@@ -25,8 +25,9 @@ from memtui.model.segments import ALLOCATED, PENDING_FREE
 from memtui.replay import AllocatorState
 
 # Cell kinds in a segment bar, in increasing priority: a cell shows the strongest thing in it.
+# Pending free outranks allocated: it is the rarer one, and memory about to come back.
 # MATCHED_CELL is a live block whose allocation has events the explorer's filter matches.
-FREE_CELL, PENDING_CELL, ALLOCATED_CELL, MATCHED_CELL, SELECTED_CELL = 0, 1, 2, 3, 4
+FREE_CELL, ALLOCATED_CELL, PENDING_CELL, MATCHED_CELL, SELECTED_CELL = 0, 1, 2, 3, 4
 KIND_NAMES = {FREE_CELL: "free", PENDING_CELL: "pending free", ALLOCATED_CELL: "allocated",
               MATCHED_CELL: "filter match", SELECTED_CELL: "selected block"}
 
@@ -154,7 +155,7 @@ class StateLayout:
         block_kind[blocks == selected_block] = SELECTED_CELL
         first = np.minimum(lo * cells // size, cells - 1)
         last = np.maximum(first + 1, np.minimum(cells, -(-hi * cells // size)))
-        for k in (PENDING_CELL, ALLOCATED_CELL, MATCHED_CELL, SELECTED_CELL):
+        for k in (ALLOCATED_CELL, PENDING_CELL, MATCHED_CELL, SELECTED_CELL):
             mine = block_kind == k
             if not mine.any():
                 continue

@@ -144,3 +144,15 @@ async def test_the_map_and_help_have_a_legend():
         assert "Segment map legend" in text
         for chars, _, word, _ in LEGEND:
             assert chars in text and word in text
+
+
+def test_a_pending_free_block_shows_even_when_it_shares_its_cells():
+    """E holds 8 MiB allocated, 4 MiB pending free, 8 MiB allocated: at six cells the pending
+    block shares both its cells with allocated ones and must still be drawn."""
+    from memtui.tui.segment_rows import PENDING_CELL
+
+    state = _state_at_large_oom()
+    layout = StateLayout(state)
+    e = int(list(state.seg_addr).index(segment_address("E")))
+    for cells in (3, 6, 7, 50):
+        assert (layout.cells(e, cells).kind == PENDING_CELL).any(), cells
