@@ -171,6 +171,8 @@ class MappedRanges:
     def __init__(self, device: DeviceModel) -> None:
         trace = device.trace
         ops = np.nonzero(np.isin(trace.action, (act.SEGMENT_MAP, act.SEGMENT_UNMAP)))[0]
+        if device.partial_trace:
+            ops = ops[:0]  # a filtered trace is not replayed: the ranges mapped at the end, throughout
         self.op_index = ops
         self.op_map = trace.action[ops] == act.SEGMENT_MAP
         self.op_addr = [int(a) for a in trace.addr[ops]]
@@ -255,6 +257,13 @@ class Replayer:
         lives = device.lives
         self._life_start = np.where(lives.start == NONE, -1, lives.start)
         self._life_end = np.where(lives.end == NONE, n, lives.end)
+        # A filtered export holds some of the source's events: replaying them would make
+        # impossible states (allocs whose frees were filtered out). Every moment then shows
+        # the state at the source's end, from the file's own segments and blocks.
+        self.partial = device.partial_trace
+        if self.partial:
+            self._life_start[:] = n
+            self._life_end[:] = n
         self._life_request = np.where(lives.request == NONE, n, lives.request)
         self.blocks = IntervalIndex(self._life_start, self._life_end, n)
         self.life_bytes = block_bytes(device)
@@ -271,6 +280,9 @@ class Replayer:
         self._seg_end = np.where(seg_lives.end == NONE, n, seg_lives.end)
         self._seg_end[is_range_op] = -1  # never open
         self._seg_start[is_range_op] = n
+        if self.partial:
+            self._seg_start[:] = n
+            self._seg_end[:] = n
         self.segments = IntervalIndex(self._seg_start, self._seg_end, n)
         self._seg_stream = (device.trace.stream[np.maximum(seg_lives.start, np.maximum(seg_lives.end, 0))]
                             if len(seg_lives) else np.zeros(0, np.int64))
@@ -289,7 +301,7 @@ class Replayer:
         dev = self.device
         blocks = dev.blocks
         active = (blocks.state == ALLOCATED) | (blocks.state == PENDING_FREE)
-        pre_blocks = np.nonzero(active & (dev.block_life == NONE))[0]
+        pre_blocks = np.nonzero(active & ((dev.block_life == NONE) | self.partial))[0]
         # A final segment is covered by the trace if a segment life at its address is still open.
         open_lives = {}
         seg_lives = dev.segment_lives
@@ -301,7 +313,7 @@ class Replayer:
             addr = int(dev.segments.address[s])
             if dev.segments.expandable[s]:
                 continue  # replayed by MappedRanges
-            if addr in open_lives:
+            if addr in open_lives and not self.partial:
                 life_final[open_lives[addr]] = s
             else:
                 pre_segments.append(s)

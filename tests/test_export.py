@@ -169,11 +169,17 @@ def test_cli_export_info_convert(synthetic_path, tmp_path, capsys):
     info = json.loads(capsys.readouterr().out)
     assert info["export_header"]["filter"] == "action:alloc"
     assert info["devices"][0]["trace"]["actions"] == {"alloc": info["devices"][0]["trace"]["entries"]}
+    # A filtered trace would replay into impossible states in memory_viz: refused, nothing written.
     back = tmp_path / "c.json"
-    assert main(["convert", str(out), "-o", str(back)]) == 0
+    assert main(["convert", str(out), "-o", str(back)]) == 2
+    assert "filtered export" in capsys.readouterr().err and not back.exists()
+    whole = tmp_path / "whole.msgpack"
+    assert main(["export", str(synthetic_path), "-o", str(whole)]) == 0
+    capsys.readouterr()
+    assert main(["convert", str(whole), "-o", str(back)]) == 0
     data = json.loads(back.read_text())
     assert set(data) == {"segments", "device_traces", "allocator_settings", "external_annotations"}
-    assert all(e["action"] == "alloc" for e in data["device_traces"][0])
+    assert len(data["device_traces"][0]) == len(open_snapshot(synthetic_path, cache=None).devices[0].trace)
 
 
 def test_cli_refuses_bad_filter_and_device(synthetic_path, tmp_path, capsys):

@@ -20,7 +20,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memtui.commands.events import event_row, first_time
+from memtui.commands.events import event_row
 from memtui.commands.info import render_text, summarize
 from memtui.errors import MemtuiError
 from memtui.model import open_snapshot
@@ -62,7 +62,7 @@ def check_model(snap) -> None:
     printed = [render_text(snap, summary)] + [f.message for f in findings]
     for dev in snap.devices:
         n = len(dev.trace)
-        t0 = first_time(dev.trace.time_us)
+        t0 = dev.time_origin_us
         for i in range(n):
             dev.event_address_n(i)
             row = event_row(snap, dev.device, i, t0)

@@ -14,8 +14,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from memtui.errors import UsageError
+from memtui.export.convert import convert_file
+from memtui.export.writer import export_snapshot
 from memtui.load.normalize import normalize
-from memtui.model import Snapshot, build_model
+from memtui.model import Snapshot, build_model, open_snapshot
 from memtui.model import actions as act
 from memtui.model.lifetimes import NONE
 from memtui.model.relevance import is_internal_frame
@@ -90,12 +93,35 @@ def check_labels_are_never_internal(snapshot: Snapshot) -> None:
             assert "unwind" not in text and "CapturedTraceback" not in text and "CachingAllocator" not in text
 
 
+def check_exports_keep_the_source(snapshot: Snapshot, folder) -> None:
+    """Exported (filtered or whole) and reopened: every event keeps its source index,
+    address_n and time; nothing shows an impossible figure; a filtered export is not
+    converted into a pickle memory_viz would replay into nonsense."""
+    for name, filter_text in (("whole", ""), ("allocs", "action:alloc"), ("big", "size>1MiB")):
+        path = folder / f"{name}.msgpack"
+        export_snapshot(snapshot, path, filter_text, force=True)
+        reopened = open_snapshot(path, cache=None)
+        check_no_impossible_figure(reopened)
+        for dev in reopened.devices:
+            source = snapshot.devices[dev.device]
+            for row in range(len(dev.trace)):
+                i = dev.shown_index(row)
+                assert source.event_address_n(i) == dev.event_address_n(row), f"{name}: event {i}"
+                assert dev.trace.time_us[row] == source.trace.time_us[i] or np.isnan(source.trace.time_us[i])
+            assert dev.time_origin_us == source.time_origin_us or np.isnan(source.time_origin_us)
+            assert dev.partial_trace == (len(dev.trace) != len(source.trace))
+        if any(dev.partial_trace for dev in reopened.devices):
+            with pytest.raises(UsageError):
+                convert_file(str(path), str(folder / f"{name}.pickle"), force=True)
+
+
 @pytest.mark.parametrize("path", FILES)
-def test_invariants_on_every_real_file(path):
+def test_invariants_on_every_real_file(path, tmp_path):
     snapshot = cached(str(path))
     check_replay_ends_at_the_file(snapshot)
     check_no_impossible_figure(snapshot)
     check_labels_are_never_internal(snapshot)
+    check_exports_keep_the_source(snapshot, tmp_path)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))

@@ -70,7 +70,13 @@ def life_spans(dev: DeviceModel) -> LifeSpans:
 
 
 def allocated_curve(dev: DeviceModel, spans: LifeSpans | None = None) -> np.ndarray:
-    """Allocated bytes after each event (int64, one value per event)."""
+    """Allocated bytes after each event (int64, one value per event).
+
+    A filtered export cannot be replayed (DeviceModel.partial_trace): its curve is the
+    source's figure at the end, flat, rather than a sum of the lives it happens to hold.
+    """
+    if dev.partial_trace:
+        return np.full(len(dev.trace), dev.allocated, np.int64)
     spans = spans if spans is not None else life_spans(dev)
     n = spans.n_events
     if n == 0:
@@ -108,6 +114,8 @@ def reserved_curve(dev: DeviceModel) -> np.ndarray:
     n = len(trace)
     if n == 0:
         return np.zeros(0, np.int64)
+    if dev.partial_trace:
+        return np.full(n, dev.reserved, np.int64)
     sign = np.zeros(n, np.int64)
     sign[np.isin(trace.action, act.SEGMENT_START)] = 1
     sign[np.isin(trace.action, act.SEGMENT_END)] = -1

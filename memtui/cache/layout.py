@@ -62,7 +62,12 @@ def take_apart(snapshot: Snapshot) -> tuple[dict[str, np.ndarray], dict]:
             parts[part] = _split(getattr(dev, part), f"device.{dev.device}.{part}", add)
         add(f"device.{dev.device}.block_version", dev.block_version)
         add(f"device.{dev.device}.block_life", dev.block_life)
-        devices.append({"device": dev.device, "parts": parts})
+        source = {"time_origin_us": dev.source_time_origin_us, "partial_trace": dev.partial_trace,
+                  "rows": dev.source_index is not None}
+        if dev.source_index is not None:
+            add(f"device.{dev.device}.source_index", dev.source_index)
+            add(f"device.{dev.device}.source_version", dev.source_version)
+        devices.append({"device": dev.device, "parts": parts, "source": source})
     strings = snapshot.strings
     meta = {
         "strings": list(strings.values),
@@ -76,6 +81,7 @@ def take_apart(snapshot: Snapshot) -> tuple[dict[str, np.ndarray], dict]:
         "warnings": list(snapshot.warnings),
         "source_size": snapshot.source_size,
         "object_arrays": object_arrays,
+        "traced_devices": snapshot.traced_devices,
     }
     return arrays, meta
 
@@ -116,9 +122,15 @@ def put_together(arrays: dict[str, np.ndarray], meta: dict, source_path: str) ->
                 if f.name not in fields:
                     fields[f.name] = arrays[f"{prefix}.{f.name}"]
             parts[part] = cls(**fields)
-        devices.append(DeviceModel(d, parts["trace"], parts["lives"], parts["segment_lives"], parts["segments"],
-                                   parts["blocks"], arrays[f"device.{d}.block_version"],
-                                   arrays[f"device.{d}.block_life"]))
+        dev = DeviceModel(d, parts["trace"], parts["lives"], parts["segment_lives"], parts["segments"],
+                          parts["blocks"], arrays[f"device.{d}.block_version"], arrays[f"device.{d}.block_life"])
+        source = entry["source"]
+        if source["rows"]:
+            dev.source_index = arrays[f"device.{d}.source_index"]
+            dev.source_version = arrays[f"device.{d}.source_version"]
+        dev.source_time_origin_us = float(source["time_origin_us"])
+        dev.partial_trace = bool(source["partial_trace"])
+        devices.append(dev)
     return Snapshot(
         source_path=source_path,
         source_size=meta["source_size"],
@@ -131,4 +143,5 @@ def put_together(arrays: dict[str, np.ndarray], meta: dict, source_path: str) ->
         annotations=[Annotation(*a) for a in meta["annotations"]],
         header=meta["header"],
         warnings=list(meta["warnings"]),
+        traced_devices=int(meta["traced_devices"]),
     )

@@ -33,7 +33,7 @@ def event_row(snapshot: Snapshot, device: int, i: int, t0: float) -> dict:
     trace = dev.trace
     t = float(trace.time_us[i])
     return {
-        "index": i,
+        "index": dev.shown_index(i),
         "time_us": t if math.isfinite(t) else None,
         "time_s": (t - t0) / 1e6 if math.isfinite(t) and math.isfinite(t0) else None,
         "action": snapshot.actions.name(int(trace.action[i])),
@@ -56,7 +56,7 @@ def run(args) -> int:
     if args.limit < 0:
         raise UsageError("--limit must be 0 (all) or positive")
     stop = n if args.limit == 0 else min(n, start + args.limit)
-    t0 = first_time(trace.time_us)
+    t0 = snapshot.devices[device].time_origin_us
     rows = (event_row(snapshot, device, i, t0) for i in range(start, stop))
     if args.json:
         print_json(list(rows))
@@ -66,10 +66,3 @@ def run(args) -> int:
         print(f"{row['index']:>9} {format_seconds(row['time_s']):>13} {row['action']:<15} {row['address_n']:<20} "
               f"{format_bytes(row['size']):>11} {row['stream']:>10}  {row['top_frame']}")
     return 0
-
-
-def first_time(time_us) -> float:
-    import numpy as np
-
-    finite = time_us[np.isfinite(time_us)]
-    return float(finite.min()) if len(finite) else math.nan

@@ -29,6 +29,14 @@ def run(args) -> int:
     return 0
 
 
+def _live_at_end(dev) -> int:
+    """Allocations made in the trace and never freed; for a filtered export (whose frees may
+    have been left out) the live blocks the file holds."""
+    if dev.partial_trace:
+        return int(np.count_nonzero(dev.block_version != -1))
+    return int(np.count_nonzero((dev.lives.start != -1) & (dev.lives.end == -1)))
+
+
 def summarize(snapshot: Snapshot) -> dict:
     """The documented ``info --json`` object."""
     devices = []
@@ -56,7 +64,7 @@ def summarize(snapshot: Snapshot) -> dict:
                 "first_time_us": float(times.min()) if len(times) else None,
                 "last_time_us": float(times.max()) if len(times) else None,
                 "allocations": int(len(dev.lives)),
-                "live_at_end": int(np.count_nonzero((dev.lives.start != -1) & (dev.lives.end == -1))),
+                "live_at_end": _live_at_end(dev),
             },
         })
     return {

@@ -40,12 +40,29 @@ def convert_file(source: str, target: str, force: bool = False, progress: Progre
     """Read any snapshot memtui opens and write it to ``target``; returns the format written."""
     kind = output_format(target)
     check_writable_target(target, force)
-    snapshot = torch_layout(read_snapshot(source, progress))
+    raw = read_snapshot(source, progress)
+    refuse_filtered_export(raw, source)
+    snapshot = torch_layout(raw)
     if kind == "pickle":
         write_pickle(snapshot, target, force)
     else:
         write_json(snapshot, target, force)
     return kind
+
+
+def refuse_filtered_export(raw: dict, source: str) -> None:
+    """A filtered export is not converted: memory_viz replays a trace from its first event
+    to rebuild allocator state, and a trace with events left out replays into impossible
+    states (frees of blocks never allocated, allocations that never end, more allocated
+    than reserved). The source snapshot, or an export without a filter, converts."""
+    header = raw.get("memtui_header")
+    if not isinstance(header, dict):
+        return
+    events, total = header.get("events"), header.get("source_events")
+    if isinstance(events, int) and isinstance(total, int) and events != total:
+        raise UsageError(f"{os.path.basename(source)}: a filtered export ({events:,} of {total:,} events) is not "
+                         "converted, since memory_viz would replay it into impossible figures; convert the source "
+                         "snapshot, or an export made without a filter")
 
 
 def torch_layout(snapshot: dict) -> dict:

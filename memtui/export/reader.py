@@ -46,6 +46,7 @@ class _Builder:
         self.traces: list[list[dict]] = []
         self.segments: list[dict] = []
         self.snapshot: dict = {}
+        self.source_rows: dict[int, dict[str, list]] = {}  # per device: the source's event index and version
 
     def build(self, unpacker) -> dict:
         header = next(unpacker, None)
@@ -77,6 +78,7 @@ class _Builder:
             "allocator_settings": dict(self.snapshot.get("allocator_settings") or {}),
             "external_annotations": list(self.snapshot.get("annotations") or []),
             "memtui_header": header,
+            "memtui_source_rows": self.source_rows,
         }
 
     def _check_header(self, header: object) -> None:
@@ -137,7 +139,12 @@ class _Builder:
         self.segments.extend(built)
 
     def _events(self, obj: dict) -> None:
-        trace = self._trace(int(obj["device"]))
+        device = int(obj["device"])
+        trace = self._trace(device)
+        rows = self.source_rows.setdefault(device, {"index": [], "version": []})
+        if "index" in obj and "version" in obj and len(obj["index"]) == len(obj["action"]) == len(obj["version"]):
+            rows["index"].extend(int(i) for i in obj["index"])
+            rows["version"].extend(int(v) for v in obj["version"])
         actions, strings, stacks = self.actions, self.strings, self.stacks
         no_frames: list = []
         columns = [obj[k] for k in ("action", "addr", "size", "stream", "time_us", "stack", "ctx", "meta",

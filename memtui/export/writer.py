@@ -100,9 +100,20 @@ def make_header(snapshot: Snapshot, filter_text: str, device: int | None, device
         "include_stacks": include_stacks,
         "events": int(sum(len(s) for s in selections.values())),
         "source_events": int(sum(len(snapshot.devices[d].trace) for d in devices)),
+        "source_events_per_device": {str(d): len(snapshot.devices[d].trace) for d in devices},
+        # Where each device's clock starts in the source, so a reopened export shows the
+        # source's relative times (its own first event is rarely the source's).
+        "source_first_time_us": {str(d): first_time_us(snapshot.devices[d]) for d in devices},
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "memtui_version": __version__,
     }
+
+
+def first_time_us(dev) -> float | None:
+    """The earliest finite event time of a device (the source's own origin when it came
+    from an export), or None."""
+    origin = dev.time_origin_us
+    return origin if math.isfinite(origin) else None
 
 
 def file_sha256(path: str, progress: ProgressFn | None = None) -> str | None:

@@ -53,6 +53,14 @@ class DeviceModel:
     blocks: BlockTable
     block_version: np.ndarray  # address_n version of each block at snapshot time
     block_life: np.ndarray  # life index of each block at snapshot time, or NONE
+    # A reopened memtui export: each event's index and address_n version in the source,
+    # the source's first event time, and whether the trace is a filtered part of the
+    # source's (then it cannot be replayed into allocator state: the file's segments are
+    # the state at the source's end).
+    source_index: np.ndarray | None = None
+    source_version: np.ndarray | None = None
+    source_time_origin_us: float = math.nan
+    partial_trace: bool = False
 
     # -- figures -------------------------------------------------------------------
     @property
@@ -86,9 +94,31 @@ class DeviceModel:
         """Action codes that carry a stack somewhere in this trace."""
         return frozenset(int(a) for a in np.unique(self.trace.action[self.trace.stack >= 0]))
 
+    # -- the source's numbering (the same as this trace's unless reopened from an export) --
+    def shown_index(self, i: int) -> int:
+        """The number event ``i`` has in the source snapshot, as every view prints it."""
+        return int(self.source_index[i]) if self.source_index is not None else i
+
+    def row_of_shown_index(self, shown: int) -> int | None:
+        """This trace's row for a source event number, or None when the export left it out."""
+        if self.source_index is None:
+            return shown if 0 <= shown < len(self.trace) else None
+        row = int(np.searchsorted(self.source_index, shown))
+        return row if row < len(self.source_index) and int(self.source_index[row]) == shown else None
+
+    @property
+    def time_origin_us(self) -> float:
+        """Where relative times count from: the source's first event time."""
+        if math.isfinite(self.source_time_origin_us):
+            return self.source_time_origin_us
+        finite = self.trace.time_us[np.isfinite(self.trace.time_us)] if len(self.trace) else self.trace.time_us
+        return float(finite.min()) if len(finite) else math.nan
+
     # -- address_n ---------------------------------------------------------------------
     def event_address_n(self, i: int) -> str:
         """address_n of trace event ``i`` ('' for events without one)."""
+        if self.source_version is not None:
+            return self._source_address_n(i)
         version = int(self.lives.event_version[i])
         if version != NONE:
             return format_address_n(self.trace.addr[i], version)
@@ -96,6 +126,14 @@ class DeviceModel:
         if version != NONE:
             return "s" + format_address_n(self.trace.addr[i], version)
         return ""
+
+    def _source_address_n(self, i: int) -> str:
+        version = int(self.source_version[i])
+        if version == NONE:
+            return ""
+        code = int(self.trace.action[i])
+        prefix = "s" if code in act.SEGMENT_ACTIONS else ""
+        return prefix + format_address_n(self.trace.addr[i], version)
 
     def block_address_n(self, b: int) -> str:
         """address_n of block ``b`` at snapshot time ('' for a free block)."""
@@ -282,7 +320,9 @@ def assemble_model(raw: dict, columns: list[TraceColumns], tables: ModelTables, 
         segment_lives = compute_lifetimes(trace.action, trace.addr, trace.size, act.SEGMENT_START, (),
                                           act.SEGMENT_END)
         block_version, block_life = _link_blocks(block_table, lives)
-        devices.append(DeviceModel(d, trace, lives, segment_lives, seg_table, block_table, block_version, block_life))
+        dev = DeviceModel(d, trace, lives, segment_lives, seg_table, block_table, block_version, block_life)
+        _attach_source_rows(dev, raw)
+        devices.append(dev)
 
     annotations = [
         Annotation(_as_device(a.get("device", 0)), _shown(a.get("stage", "")), _shown(a.get("name", "")),
@@ -303,6 +343,30 @@ def assemble_model(raw: dict, columns: list[TraceColumns], tables: ModelTables, 
         warnings=warnings,
         traced_devices=len(raw.get("device_traces") or []),
     )
+
+
+def _attach_source_rows(dev: DeviceModel, raw: dict) -> None:
+    """For a reopened export: the source's event numbers, address_n versions and clock."""
+    header = raw.get("memtui_header")
+    if not isinstance(header, dict):
+        return
+    origins = header.get("source_first_time_us")
+    origin = origins.get(str(dev.device)) if isinstance(origins, dict) else None
+    if isinstance(origin, (int, float)) and math.isfinite(origin):
+        dev.source_time_origin_us = float(origin)
+    per_device = header.get("source_events_per_device")
+    if isinstance(per_device, dict) and isinstance(per_device.get(str(dev.device)), int):
+        dev.partial_trace = per_device[str(dev.device)] != len(dev.trace)
+    else:
+        source_events, exported = header.get("source_events"), header.get("events")
+        dev.partial_trace = not (isinstance(source_events, int) and source_events == exported)
+    rows = (raw.get("memtui_source_rows") or {}).get(dev.device) or {"index": [], "version": []}
+    n = len(dev.trace)
+    index = np.asarray(rows.get("index") or [], np.int64)
+    version = np.asarray(rows.get("version") or [], np.int64)
+    if len(index) != n or len(version) != n or (n > 1 and not (np.diff(index) > 0).all()) or (n and index[0] < 0):
+        return  # an export without these columns (or damaged ones): number the rows as they are
+    dev.source_index, dev.source_version = index, version.astype(np.int32)
 
 
 def _link_blocks(blocks: BlockTable, lives: Lifetimes) -> tuple[np.ndarray, np.ndarray]:

@@ -130,20 +130,19 @@ def term_size(ctx: EvalContext, term: Term) -> np.ndarray:
 def term_event(ctx: EvalContext, term: Term) -> np.ndarray:
     r: Range = term.value
     lo = 0 if r.lo is None else int(r.lo) + (1 if r.lo_open else 0)
+    source = ctx.dev.source_index
+    if source is not None:  # a reopened export: events keep the numbers they had in the source
+        upper = (1 << 62) if r.hi is None else int(r.hi) + (0 if r.hi_open else 1)
+        return (source >= lo) & (source < upper)
     hi = ctx.n if r.hi is None else int(r.hi) + (0 if r.hi_open else 1)
     mask = ctx.none()
     mask[max(lo, 0):max(min(hi, ctx.n), 0)] = True
     return mask
 
 
-def first_time_us(time_us: np.ndarray) -> float:
-    """The trace's first timestamp: ``time:`` bounds are relative to it."""
-    finite = time_us[np.isfinite(time_us)]
-    return float(finite.min()) if len(finite) else math.nan
-
-
 def term_time(ctx: EvalContext, term: Term) -> np.ndarray:
-    t0 = first_time_us(ctx.trace.time_us)
+    # ``time:`` bounds count from the first event (the source's, for a reopened export).
+    t0 = ctx.dev.time_origin_us
     if math.isnan(t0):
         return ctx.none()
     r: Range = term.value

@@ -67,9 +67,7 @@ def build_device_view(snapshot: Snapshot, d: int) -> DeviceView:
     replayer = Replayer(device)
     allocated = allocated_curve(device)
     reserved = reserved_curve(device)
-    times = device.trace.time_us
-    finite = times[np.isfinite(times)] if len(times) else times
-    t0 = float(finite.min()) if len(finite) else math.nan
+    t0 = device.time_origin_us
     return DeviceView(snapshot, device, replayer, allocated, reserved, t0, _annotation_marks(snapshot, device))
 
 

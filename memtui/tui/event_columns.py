@@ -51,7 +51,7 @@ class EventColumns:
         trace = view.device.trace
         n = len(trace)
         self._frame_text: dict[int, str] = {}
-        self.index_width = max(5, len(f"{max(n - 1, 0):,}"))
+        self.index_width = max(5, len(f"{view.device.shown_index(n - 1) if n else 0:,}"))
         last = view.relative_seconds(n - 1) if n else 0.0
         self.time_width = max(9, len(format_seconds(last)))
         self.address_width = _address_width(view)
@@ -87,7 +87,7 @@ class EventColumns:
         view = self.view
         trace = view.device.trace
         code = int(trace.action[i])
-        cells = [f"{i:>{layout.index},}"]
+        cells = [f"{view.device.shown_index(i):>{layout.index},}"]
         if layout.time:
             cells.append(f"{format_seconds(view.relative_seconds(i)):>{layout.time}}")
         name = view.snapshot.actions.name(code)

@@ -41,7 +41,7 @@ def event_lines(view: DeviceView, i: int, state: AllocatorState, opts: InspectOp
     code = int(trace.action[i])
     name = snap.actions.name(code)
     size = int(trace.size[i])
-    head = f"event {i:,} · {name.upper() if code == act.OOM else name}"
+    head = f"event {dev.shown_index(i):,} · {name.upper() if code == act.OOM else name}"
     if size and code != act.SNAPSHOT:
         head += f" · {format_bytes(size)}"
     lines: list[Line] = [[(head, "error" if code == act.OOM else "title")]]

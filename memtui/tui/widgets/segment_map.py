@@ -181,8 +181,13 @@ class SegmentMap(ScrollView, can_focus=True):
             return "Segments"
         counts = count_blocks(state)
         mode = ", list" if self.list_mode else ""
-        at = f"after event {state.index:,}" if state.index >= 0 else "before the first event"
-        short_at = f"@{state.index:,}" if state.index >= 0 else "@start"
+        dev = self._view.device if self._view is not None else None
+        shown = dev.shown_index(state.index) if dev is not None and state.index >= 0 else state.index
+        at = f"after event {shown:,}" if state.index >= 0 else "before the first event"
+        short_at = f"@{shown:,}" if state.index >= 0 else "@start"
+        if dev is not None and dev.partial_trace:
+            # A filtered export cannot be replayed: the map is the source's state at its end.
+            at, short_at = "at the source's end (a filtered export is not replayed)", "@end (filtered)"
         choices = [f"Segments {at}: {counts.text()}{mode}", f"{short_at}: {counts.text()}{mode}",
                    f"{short_at}: {counts.text(short=True)}{mode}"]
         width = self.size.width - 4 if width is None else width
