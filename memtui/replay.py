@@ -14,7 +14,7 @@ plus at most ``K`` lives started after it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -92,6 +92,9 @@ class AllocatorState:
     blk_life: np.ndarray  # life index in DeviceModel.lives, or NONE
     blk_final: np.ndarray  # index into the snapshot's block table, or NONE
     blk_segment: np.ndarray  # index into this state's segments, or NONE if outside all
+    # free_runs_per_segment, computed once: every view asks (the arrays above never change).
+    _free_runs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, init=False, repr=False,
+                                                                           compare=False)
 
     @property
     def reserved(self) -> int:
@@ -124,6 +127,11 @@ class AllocatorState:
         before it in its segment, and the tail gap runs from the furthest end to the
         segment's end.
         """
+        if self._free_runs is None:
+            self._free_runs = self._compute_free_runs()
+        return self._free_runs
+
+    def _compute_free_runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         n = len(self.seg_addr)
         seg_size = self.seg_size.astype(np.int64)
         free_total = seg_size.copy()
