@@ -13,8 +13,12 @@ refuses a request larger than what the file can still hold, in one line:
   ``MAX_INFLATION`` times the file (a compression bomb is refused, not swallowed).
 
 Bytes objects are the exception: the C unpickler allocates them before it reads. A
-failed allocation (MemoryError) is explained afterwards by :func:`memory_error_message`,
-which walks the opcodes at the start of the file to find the declared length that caused it.
+failed allocation (MemoryError) is explained afterwards by
+:func:`memtui.load.source.memory_error_message`, which walks the opcodes at the start of
+the file (:func:`find_false_length`) to find the declared length that caused it.
+
+Nothing here opens a file: :mod:`memtui.load.source` does, and wraps what it opens in a
+:class:`GuardedStream`, so the import goes one way (source -> limits).
 """
 
 from __future__ import annotations
@@ -22,20 +26,16 @@ from __future__ import annotations
 import os
 import pickletools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, BinaryIO
+from typing import BinaryIO, Protocol
 
 from memtui.errors import SnapshotError
 from memtui.units import format_bytes
-
-if TYPE_CHECKING:
-    from memtui.load.source import SourceInfo
 
 MAX_COMPRESSED_ITEM = 256 << 20  # no string in a memory snapshot comes near this
 MAX_INFLATION = 1000  # real snapshots inflate ~25x; xz and zstd bombs reach 10,000x and more
 INFLATION_FLOOR = 1 << 30  # small files may inflate this much whatever their ratio
 _SLACK = 1 << 20  # reads a little past the end are ordinary (a truncated file's last frame)
 _CHUNK = 64 << 20  # large reads are made in pieces, so memory grows with the data, not the claim
-_DIAGNOSE_LIMIT = 4 << 20  # memory errors past this far into a file are taken as real
 
 # JSON is read whole before it is parsed (the standard library has no streaming parser),
 # so its text is bounded; a snapshot of millions of events is a pickle, which streams.
@@ -50,11 +50,19 @@ _SCAN_CHUNK = 16 << 20
 _NOT_STRUCTURE = bytes(c for c in range(256) if c not in b'"[]{}')
 
 
+class SourceFacts(Protocol):
+    """What the guard needs to know of the file (:class:`memtui.load.source.SourceInfo`)."""
+
+    path: str
+    size: int
+    compression: str | None
+
+
 class GuardedStream:
     """A binary stream over ``info``'s decompressed content that refuses reads larger than
     the file can satisfy (see the module docstring)."""
 
-    def __init__(self, stream: BinaryIO, info: SourceInfo) -> None:
+    def __init__(self, stream: BinaryIO, info: SourceFacts) -> None:
         self._stream = stream
         self.info = info
         self._description = os.path.basename(info.path)
@@ -230,30 +238,6 @@ class JsonStructure:
         if self.deepest > MAX_JSON_DEPTH:
             raise SnapshotError(f"{self.description}: refused: JSON nested more than {MAX_JSON_DEPTH} deep, which "
                                 "no memory snapshot is")
-
-
-def memory_error_message(source: GuardedStream | SourceInfo, description: str) -> str:
-    """One line for a MemoryError while unpickling ``source`` (the stream being read, or
-    the file): the false length that caused it when the start of the file holds one."""
-    info = source.info if isinstance(source, GuardedStream) else source
-    position = source.consumed if isinstance(source, GuardedStream) else 0
-    if position <= _DIAGNOSE_LIMIT:  # far into a file, a memory error is more likely real
-        found = _scan_start(info)
-        if found is not None:
-            end, length = found
-            return declared_too_long(description, length, info.size - end if info.compression is None else None)
-    return f"{description}: not enough memory to read this file"
-
-
-def _scan_start(info: SourceInfo) -> tuple[int, int] | None:
-    from memtui.load.source import open_unguarded
-
-    try:
-        with open_unguarded(info) as again:
-            data = again.read(_DIAGNOSE_LIMIT + (2 << 20))  # the unpickler reads up to ~1 MiB ahead
-    except Exception:  # explaining the first failure must not raise a second one
-        return None
-    return find_false_length(data, info.size if info.compression is None else None)
 
 
 # -- walking opcodes without building anything --------------------------------------------------

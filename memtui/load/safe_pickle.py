@@ -13,7 +13,7 @@ import pickle
 from typing import BinaryIO
 
 from memtui.errors import SnapshotError, UnsafeSnapshotError
-from memtui.load.limits import memory_error_message
+from memtui.load.source import memory_error_message
 
 
 class RestrictedUnpickler(pickle.Unpickler):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from memtui.errors import MissingDependencyError, SnapshotError
-from memtui.load.limits import GuardedStream
+from memtui.load.limits import GuardedStream, declared_too_long, find_false_length
 
 MAGIC = {
     b"\x1f\x8b": "gzip",
@@ -26,6 +26,7 @@ MAGIC = {
 }
 
 ProgressFn = Callable[[str, int, int], None]
+_DIAGNOSE_LIMIT = 4 << 20  # memory errors past this far into a file are taken as real
 
 
 @dataclass(frozen=True)
@@ -125,3 +126,25 @@ def open_unguarded(info: SourceInfo, progress: ProgressFn | None = None) -> Bina
 
 
 DECOMPRESSION_ERRORS = (EOFError, lzma.LZMAError, OSError, gzip.BadGzipFile)
+
+
+def memory_error_message(source: GuardedStream | SourceInfo, description: str) -> str:
+    """One line for a MemoryError while unpickling ``source`` (the stream being read, or
+    the file): the false length that caused it when the start of the file holds one."""
+    info = source.info if isinstance(source, GuardedStream) else source
+    position = source.consumed if isinstance(source, GuardedStream) else 0
+    if position <= _DIAGNOSE_LIMIT:  # far into a file, a memory error is more likely real
+        found = _scan_start(info)
+        if found is not None:
+            end, length = found
+            return declared_too_long(description, length, info.size - end if info.compression is None else None)
+    return f"{description}: not enough memory to read this file"
+
+
+def _scan_start(info: SourceInfo) -> tuple[int, int] | None:
+    try:
+        with open_unguarded(info) as again:
+            data = again.read(_DIAGNOSE_LIMIT + (2 << 20))  # the unpickler reads up to ~1 MiB ahead
+    except Exception:  # explaining the first failure must not raise a second one
+        return None
+    return find_false_length(data, info.size if info.compression is None else None)

@@ -18,8 +18,7 @@ from collections.abc import Callable, Iterator
 
 from memtui.errors import SnapshotError
 from memtui.load.changes import check_unchanged, file_state
-from memtui.load.limits import memory_error_message
-from memtui.load.source import ProgressFn, SourceInfo, inspect_source, open_unguarded
+from memtui.load.source import ProgressFn, SourceInfo, inspect_source, memory_error_message, open_unguarded
 from memtui.load.stream.check import detach_traces
 from memtui.load.stream.errors import StreamFallback
 from memtui.load.stream.pipeline import rewritten_file
