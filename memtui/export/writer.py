@@ -23,8 +23,8 @@ import numpy as np
 from memtui import __version__
 from memtui.atomic import atomic_write, check_writable_target
 from memtui.errors import UsageError
-from memtui.export.format import FORMAT_NAME, FORMAT_VERSION
 from memtui.export.tables import ExportTables, build_tables
+from memtui.load.msgpack_export import FORMAT_NAME, FORMAT_VERSION
 from memtui.model import Snapshot
 from memtui.model.lifetimes import NONE
 from memtui.query import compile_filter

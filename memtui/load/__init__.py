@@ -12,6 +12,7 @@ import os
 from memtui.errors import SnapshotError
 from memtui.load.changes import check_unchanged, file_state
 from memtui.load.json_snapshot import load_json, looks_like_json
+from memtui.load.msgpack_export import looks_like_export, read_export
 from memtui.load.normalize import normalize
 from memtui.load.safe_pickle import safe_load
 from memtui.load.source import DECOMPRESSION_ERRORS, ProgressFn, SourceInfo, inspect_source, open_decompressed
@@ -39,8 +40,6 @@ def read_snapshot(path: str | os.PathLike, progress: ProgressFn | None = None) -
             raise SnapshotError(f"{description}: corrupt {kind}data ({exc})") from None
         kind = content_kind(head)
         if kind == "export":
-            from memtui.export.reader import read_export
-
             obj = read_export(stream, description)
         else:
             if kind is None:
@@ -64,7 +63,7 @@ def content_kind(head: bytes) -> str | None:
     ``[`` after whitespace, a pickle with PROTO or an opcode: no two overlap, the export
     test (whose first byte is also PROTO's) comes first.
     """
-    if _looks_like_export(head):
+    if looks_like_export(head):
         return "export"
     if looks_like_json(head):
         return "json"
@@ -81,9 +80,3 @@ def _looks_like_pickle(head: bytes) -> bool:
     # refused by the name of the global it asks for, which is the clearer message.
     return head[:1] in (b"(", b"]", b"}", b"l", b"d", b"N", b"I", b"L", b"S", b"V", b"X", b"K", b"J", b"M",
                         b"F", b"c", b"i")
-
-
-def _looks_like_export(head: bytes) -> bool:
-    from memtui.export.format import looks_like_export
-
-    return looks_like_export(head)

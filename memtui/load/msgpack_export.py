@@ -1,6 +1,13 @@
-"""Reading a memtui msgpack export back into a snapshot dict in torch's own layout.
+"""memtui's msgpack export format (docs/export-format.md): how to recognise one, and reading
+it back into a snapshot dict in torch's own layout.
 
-The result looks like what ``torch.cuda.memory._snapshot()`` returns (``segments``,
+An export is a msgpack stream whose first object is the header map. The header's first
+key is always ``"format"`` with the value ``"memtui"``, so a file can be recognised
+from its first bytes without decoding it. The writer is :mod:`memtui.export.writer`; the
+format's name and version live here, beside the other readers, so that the loader needs
+nothing from the layers above it.
+
+:func:`read_export` returns what ``torch.cuda.memory._snapshot()`` returns (``segments``,
 ``device_traces``, ``allocator_settings``, ``external_annotations``) plus
 ``memtui_header``, so everything above the loader treats an export like any snapshot.
 Frame dicts and stack lists are built once per table row and shared by every entry
@@ -14,7 +21,25 @@ from typing import BinaryIO
 import msgpack
 
 from memtui.errors import SnapshotError
-from memtui.export.format import FORMAT_NAME, FORMAT_VERSION
+
+FORMAT_NAME = "memtui"
+FORMAT_VERSION = 1
+
+# msgpack bytes of the header's first pair: fixstr "format", fixstr "memtui".
+HEADER_FIRST_PAIR = b"\xa6format\xa6memtui"
+
+
+def looks_like_export(head: bytes) -> bool:
+    """True when ``head`` (the first bytes of a file) starts a memtui export."""
+    if not head:
+        return False
+    first = head[0]
+    if 0x80 <= first <= 0x8F:
+        return head[1:].startswith(HEADER_FIRST_PAIR)
+    if first == 0xDE:  # map16
+        return head[3:].startswith(HEADER_FIRST_PAIR)
+    return False
+
 
 # Bounds what one msgpack object may claim, so a hostile length cannot exhaust memory.
 MAX_OBJECT_BYTES = 1 << 30
