@@ -1,9 +1,10 @@
 """Comparing ranks: one small summary per rank file, then the comparison of summaries.
 
-:func:`rank_summary` is the per-file work: it opens one snapshot and returns a plain
-dict of numbers, strings and lists (a few kilobytes) that pickles, JSON- and
-msgpack-encodes as is, so it can run in a worker process or on another machine and be
-cached. :func:`compare_ranks` needs nothing but those dicts.
+:func:`summarize_snapshot` turns one open snapshot into a plain dict of numbers, strings
+and lists (a few kilobytes) that pickles, JSON- and msgpack-encodes as is, so it can be
+computed in a worker process or on another machine and be cached (opening the file and
+spreading the work is :mod:`memtui.fleet`'s). :func:`compare_ranks` needs nothing but
+those dicts.
 
 The reference rank is the one with the median peak (the lower median for an even
 count, so of two ranks the one that used more memory is the one compared). A rank is
@@ -22,8 +23,7 @@ import numpy as np
 
 from memtui.analysis.callsites import CallSites, group_by_site
 from memtui.analysis.live import allocated_curve, life_spans, reserved_curve
-from memtui.errors import MemtuiError
-from memtui.model import DeviceModel, Snapshot, open_snapshot
+from memtui.model import DeviceModel, Snapshot
 
 SUMMARY_VERSION = 1
 SUMMARY_SITES = 50  # call sites kept per summary, largest first
@@ -32,24 +32,6 @@ MIN_DIFFERENCE = 1 << 20  # ...and so is a site difference, if at least this man
 SITE_SHARE = 0.10  # a site differs when it moves this share of the reference peak
 _RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
 _TRAILING_NUMBER = re.compile(r"(\d+)(?:\.[A-Za-z0-9]+)*$")
-
-
-def rank_summary(path: str, depth: int = 1, **open_options) -> dict:
-    """Open one rank's snapshot and summarise it; failures come back as ``{"error": ...}``.
-
-    ``open_options`` go to :func:`open_snapshot` (``cache=None``: summarising thousands of
-    ranks should not fill the model cache with models nobody opens)."""
-    path = os.fspath(path)
-    base = {"version": SUMMARY_VERSION, "file": path, "rank": rank_from_name(path)}
-    try:
-        stat = os.stat(path)
-        base.update(file_size=stat.st_size, mtime=stat.st_mtime)
-        snapshot = open_snapshot(path, **open_options)
-    except MemtuiError as exc:
-        return {**base, "error": exc.message}
-    except OSError as exc:
-        return {**base, "error": f"{path}: {exc.strerror or exc}"}
-    return {**base, **summarize_snapshot(snapshot, depth), "error": None}
 
 
 def summarize_snapshot(snapshot: Snapshot, depth: int = 1) -> dict:

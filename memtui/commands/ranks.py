@@ -6,7 +6,6 @@ import os
 import sys
 import time
 
-from memtui.analysis.rank_files import default_workers, find_rank_files, summarize_files
 from memtui.analysis.rank_overview import group_outliers, peak_histogram
 from memtui.analysis.ranks import compare_ranks
 from memtui.cache.summaries import default_summary_cache
@@ -14,6 +13,7 @@ from memtui.commands._common import add_json_flag, print_json
 from memtui.commands._ranks_overview import group_lines, histogram_lines, shortened
 from memtui.commands._report import add_depth_option, check_depth, signed_bytes
 from memtui.errors import UsageError
+from memtui.fleet.rank_files import default_workers, find_rank_files, summarize_files
 from memtui.fleet.runners import local_runner
 from memtui.units import format_bytes
 

@@ -7,8 +7,12 @@ what went wrong instead.
 
 from __future__ import annotations
 
-from memtui.analysis.ranks import rank_summary
+import os
+
+from memtui.analysis.ranks import SUMMARY_VERSION, rank_from_name, summarize_snapshot
 from memtui.cache.summaries import summary_key
+from memtui.errors import MemtuiError
+from memtui.model import open_snapshot
 
 
 def keyed_summary(path: str, depth: int = 1) -> tuple[str | None, dict]:
@@ -23,3 +27,21 @@ def keyed_summary(path: str, depth: int = 1) -> tuple[str | None, dict]:
         key = None  # unreadable: rank_summary says why
     # No model cache: a fleet of ranks would evict every model the user does open.
     return key, rank_summary(path, depth, cache=None)
+
+
+def rank_summary(path: str, depth: int = 1, **open_options) -> dict:
+    """Open one rank's snapshot and summarise it; failures come back as ``{"error": ...}``.
+
+    ``open_options`` go to :func:`open_snapshot` (``cache=None``: summarising thousands of
+    ranks should not fill the model cache with models nobody opens)."""
+    path = os.fspath(path)
+    base = {"version": SUMMARY_VERSION, "file": path, "rank": rank_from_name(path)}
+    try:
+        stat = os.stat(path)
+        base.update(file_size=stat.st_size, mtime=stat.st_mtime)
+        snapshot = open_snapshot(path, **open_options)
+    except MemtuiError as exc:
+        return {**base, "error": exc.message}
+    except OSError as exc:
+        return {**base, "error": f"{path}: {exc.strerror or exc}"}
+    return {**base, **summarize_snapshot(snapshot, depth), "error": None}

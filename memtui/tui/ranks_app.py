@@ -62,7 +62,7 @@ class RanksApp(MemtuiApp):
 
 def run_ranks_app(files: list[str], depth: int, runner, cache, moment: str = "peak") -> int:
     """Summarise ``files`` (through ``cache``, on ``runner``) inside the app and browse them."""
-    from memtui.analysis.rank_files import summarize_files
+    from memtui.fleet.rank_files import summarize_files
 
     def summarize(progress) -> list[dict]:
         return summarize_files(files, depth=depth, progress=progress, cache=cache, runner=runner)

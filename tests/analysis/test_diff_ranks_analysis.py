@@ -9,9 +9,10 @@ import msgpack
 import pytest
 
 from memtui.analysis.diff import diff_views, view_at_end, view_at_event
-from memtui.analysis.rank_files import find_rank_files, summarize_files
-from memtui.analysis.ranks import compare_ranks, rank_from_name, rank_summary
+from memtui.analysis.ranks import compare_ranks, rank_from_name
 from memtui.errors import UsageError
+from memtui.fleet.rank_files import find_rank_files, summarize_files
+from memtui.fleet.task import rank_summary
 from tests.analysis.snapshots import shared
 from tests.conftest import SHARED
 from tests.conftest import SHARED as SHARED_DIR

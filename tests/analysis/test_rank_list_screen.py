@@ -105,7 +105,7 @@ async def test_enter_on_another_rank_in_the_explorer_opens_it():
 
 WORKERS_IN_THE_UI = """
 import asyncio, sys
-from memtui.analysis.rank_files import summarize_files
+from memtui.fleet.rank_files import summarize_files
 from memtui.fleet.runners import local_runner
 from memtui.tui.ranks_app import RanksApp
 from memtui.tui.screens.rank_list import RankListScreen

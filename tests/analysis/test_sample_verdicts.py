@@ -7,8 +7,8 @@ import pytest
 from memtui.analysis.cycles import find_cycles
 from memtui.analysis.leaks import find_leaks
 from memtui.analysis.oom import diagnose_ooms
-from memtui.analysis.rank_files import find_rank_files, summarize_files
 from memtui.analysis.ranks import compare_ranks
+from memtui.fleet.rank_files import find_rank_files, summarize_files
 from tests.analysis.snapshots import cached
 from tests.conftest import SAMPLES
 

@@ -12,11 +12,11 @@ import re
 
 from textual.widgets import DataTable
 
-from memtui.analysis.rank_files import summarize_files
 from memtui.analysis.ranks import compare_ranks, rank_from_name, summarize_snapshot
 from memtui.cache.summaries import default_summary_cache
 from memtui.commands.ranks import render
 from memtui.errors import UsageError
+from memtui.fleet.rank_files import summarize_files
 from memtui.tui.analysis_jumps import AnalysisJump, event_jump
 from memtui.tui.device_view import DeviceView
 from memtui.tui.screens.analysis_base import AnalysisScreen, Row

@@ -3,7 +3,8 @@
 Each worker opens one file at a time and sends back only its summary (kilobytes), so
 the parent never holds more than the summaries. Workers are bounded by the cores and
 by the number of files; one file is summarised in-process, which avoids starting a
-pool for nothing. The work itself is spread by :mod:`memtui.fleet`.
+pool for nothing. The work itself is spread by :mod:`memtui.fleet.collect` on a runner
+(:mod:`memtui.fleet.runners`).
 """
 
 from __future__ import annotations
