@@ -28,7 +28,13 @@ def shared_files(pattern: str = "*.pickle*") -> list[Path]:
 
 
 def sample_files() -> list[Path]:
-    return sorted(p for p in SAMPLES.rglob("*.pickle*"))
+    """The bundled real snapshots, without the scenario matrix (see scenario_files)."""
+    return sorted(p for p in SAMPLES.rglob("*.pickle*") if "scenarios" not in p.parts)
+
+
+def scenario_files() -> list[Path]:
+    """The recorded scenarios with a known cause (sample_snapshots/scenarios, each with its truth)."""
+    return sorted((SAMPLES / "scenarios").glob("*.pickle*"))
 
 
 def truth_for(path: Path) -> dict:

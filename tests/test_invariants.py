@@ -18,17 +18,18 @@ from memtui.errors import UsageError
 from memtui.export.convert import convert_file
 from memtui.export.writer import export_snapshot
 from memtui.load.normalize import normalize
-from memtui.model import Snapshot, build_model, open_snapshot
+from memtui.model import Snapshot, build_model
 from memtui.model import actions as act
 from memtui.model.lifetimes import NONE
 from memtui.model.relevance import is_internal_frame
 from memtui.model.segments import ALLOCATED, PENDING_FREE
+from memtui.open import open_snapshot
 from memtui.replay import Replayer
 from tests.analysis.snapshots import cached
-from tests.conftest import sample_files, shared_files
+from tests.conftest import sample_files, scenario_files, shared_files
 from tests.fixtures.allocator_sim import allocator_snapshots
 
-FILES = [pytest.param(p, id=p.name) for p in sample_files()]
+FILES = [pytest.param(p, id=p.name) for p in sample_files() + scenario_files()]
 FILES += [pytest.param(p, id=f"shared-{p.name}", marks=pytest.mark.shared) for p in shared_files()
           if not p.name.startswith("big_trace")]
 
