@@ -65,7 +65,7 @@ def run_cold(path: str, cache_dir: str, streaming: bool = True) -> dict:
     import logging
 
     from memtui.cache import ModelCache
-    from memtui.model import open_snapshot
+    from memtui.open import open_snapshot
 
     fallbacks: list[str] = []
 
@@ -95,7 +95,7 @@ def run_cold(path: str, cache_dir: str, streaming: bool = True) -> dict:
 
 def run_warm(path: str, cache_dir: str) -> dict:
     from memtui.cache import ModelCache
-    from memtui.model import open_snapshot
+    from memtui.open import open_snapshot
 
     cache = ModelCache(cache_dir)
     t = time.perf_counter()
@@ -201,16 +201,13 @@ def run_tui(path: str, cache_dir: str) -> dict:
     import asyncio
 
     from memtui.cache import ModelCache
-    from memtui.model import set_default_cache
-
-    set_default_cache(ModelCache(cache_dir))
     from memtui.tui.app import MemtuiApp
     from memtui.tui.screens.main import MainScreen
 
     out: dict = {}
 
     async def drive() -> None:
-        app = MemtuiApp(path, show_source=False)
+        app = MemtuiApp(path, show_source=False, cache=ModelCache(cache_dir))
         async with app.run_test(size=(160, 48)) as pilot:
             await pilot.pause()
             out["first_paint_s"] = time.perf_counter() - START

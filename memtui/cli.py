@@ -4,6 +4,11 @@
 Each command lives in its own module under ``memtui.commands`` (``NAME``, ``HELP``,
 ``add_arguments(parser)``, ``run(args) -> int``) and is found by name, so adding one
 never touches this file. Textual is imported only when the explorer opens.
+
+The cache options are read once, here: the command gets the model cache as
+``args.model_cache`` and the interactive front ends as ``args.front_ends``, which sit
+above the commands (``memtui.tui``, ``memtui.web``) and so are handed down to them rather
+than imported by them.
 """
 
 from __future__ import annotations
@@ -14,10 +19,43 @@ import pkgutil
 import sys
 
 from memtui import __version__
-from memtui.commands._common import add_cache_options, configure_cache, release_cache, take_cache_options
-from memtui.errors import MemtuiError
+from memtui.cache import ModelCache
+from memtui.commands._common import add_cache_options, choose_cache, take_cache_options
+from memtui.errors import MemtuiError, MissingDependencyError
 
 EPILOG = "Commands: {names}. Run 'memtui COMMAND --help' for each."
+
+
+class FrontEnds:
+    """What a command may hand its result to for browsing; each imports Textual only when it opens."""
+
+    def __init__(self, cache: ModelCache | None) -> None:
+        self.cache = cache
+        self.cache_root = cache.root if cache is not None else None
+
+    def explore(self, path: str, device: int | None = None) -> int:
+        from memtui.tui.app import run_app
+
+        return run_app(path, device=device, cache=self.cache)
+
+    def browse_ranks(self, files: list[str], depth: int, runner, summary_cache, moment: str) -> int:
+        from memtui.tui.ranks_app import run_ranks_app
+
+        return run_ranks_app(files, depth, runner, summary_cache, moment, model_cache=self.cache)
+
+    def show_diff(self, diff) -> int:
+        from memtui.tui.diff_app import run_diff_app
+
+        return run_diff_app(diff, cache_root=self.cache_root)
+
+    def snapshot_server(self) -> type:
+        """The browser server's class (:class:`memtui.web.server.SnapshotServer`)."""
+        try:
+            from memtui.web.server import SnapshotServer
+        except ImportError:
+            raise MissingDependencyError(
+                "serving to a browser needs textual-serve: pip install 'memtui[web]'") from None
+        return SnapshotServer
 
 
 def command_modules() -> dict[str, object]:
@@ -34,8 +72,9 @@ def command_modules() -> dict[str, object]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    cache: ModelCache | None = None
     try:
-        argv = take_cache_options(argv)
+        argv, leading = take_cache_options(argv)
         commands = command_modules()
         if argv and argv[0] in commands:
             module = commands[argv[0]]
@@ -43,9 +82,12 @@ def main(argv: list[str] | None = None) -> int:
             module.add_arguments(parser)
             add_cache_options(parser)
             args = parser.parse_args(argv[1:])
-            configure_cache(args)
+            cache = _hand_down(args, leading)
             return int(module.run(args) or 0)
-        return _open_explorer(argv, commands)
+        parser = _explorer_parser(commands)
+        args = parser.parse_args(argv)
+        cache = _hand_down(args, leading)
+        return _open_explorer(args, parser)
     except MemtuiError as exc:
         print(f"memtui: {exc.message}", file=sys.stderr)
         return exc.exit_code
@@ -62,12 +104,20 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug: one line naming a report, not a traceback
         from memtui.crash import report_crash
 
-        return report_crash(exc)
+        return report_crash(exc, cache_root=cache.root if cache is not None else None)
     finally:
-        release_cache()
+        if cache is not None:
+            cache.wait()  # the model written in the background is finished before the process ends
 
 
-def _open_explorer(argv: list[str], commands: dict[str, object]) -> int:
+def _hand_down(args: argparse.Namespace, leading: dict) -> ModelCache | None:
+    """Decide the model cache once and put it, with the front ends, on ``args``."""
+    args.model_cache = cache = choose_cache(args, leading)
+    args.front_ends = FrontEnds(cache)
+    return cache
+
+
+def _explorer_parser(commands: dict[str, object]) -> argparse.ArgumentParser:
     names = ", ".join(sorted(commands))
     parser = argparse.ArgumentParser(
         prog="memtui",
@@ -79,8 +129,10 @@ def _open_explorer(argv: list[str], commands: dict[str, object]) -> int:
     parser.add_argument("--device", type=int, default=None, help="device to show first")
     parser.add_argument("--version", action="version", version=f"memtui {__version__}")
     add_cache_options(parser)
-    args = parser.parse_args(argv)
-    configure_cache(args)
+    return parser
+
+
+def _open_explorer(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.demo:
         from memtui.data import demo_snapshot_path
 
@@ -93,6 +145,4 @@ def _open_explorer(argv: list[str], commands: dict[str, object]) -> int:
     from memtui.load import inspect_source
 
     inspect_source(path)  # fail fast, with one line, before the terminal is taken over
-    from memtui.tui.app import run_app
-
-    return run_app(path, device=args.device)
+    return args.front_ends.explore(path, device=args.device)

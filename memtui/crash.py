@@ -19,24 +19,19 @@ KEEP_REPORTS = 20
 _FRAMES = 40  # innermost frames kept: enough to locate a bug, short enough to paste
 
 
-def crash_folder() -> str:
-    """``crashes`` under the cache folder this run uses (``--cache-dir`` or the default)."""
+def crash_folder(cache_root: str | None = None) -> str:
+    """``crashes`` under the cache folder this run uses: ``cache_root`` (the model cache's
+    root, from ``--cache-dir``) or the default one."""
+    if cache_root:
+        return os.path.join(cache_root, "crashes")
     from memtui.cache import default_cache_dir
 
-    root = None
-    try:
-        from memtui.model import get_default_cache
-
-        cache = get_default_cache()
-        root = getattr(cache, "root", None)
-    except Exception:  # the report must not depend on the code that may have failed
-        pass
-    return os.path.join(root or default_cache_dir(), "crashes")
+    return os.path.join(default_cache_dir(), "crashes")
 
 
-def write_crash_report(error: BaseException, context: str = "") -> str:
+def write_crash_report(error: BaseException, context: str = "", cache_root: str | None = None) -> str:
     """Write the report for ``error``; returns its path. Raises OSError if it cannot."""
-    folder = crash_folder()
+    folder = crash_folder(cache_root)
     os.makedirs(folder, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     path = os.path.join(folder, f"crash-{stamp}-{os.getpid()}.txt")
@@ -58,13 +53,13 @@ def write_crash_report(error: BaseException, context: str = "") -> str:
     return path
 
 
-def report_crash(error: BaseException, context: str = "") -> int:
+def report_crash(error: BaseException, context: str = "", cache_root: str | None = None) -> int:
     """Write the report and print the one line on stderr; returns :data:`CRASH_EXIT`."""
     from memtui.errors import printable
 
     summary = printable(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__)[:200]
     try:
-        where = f"a report is in {write_crash_report(error, context)}"
+        where = f"a report is in {write_crash_report(error, context, cache_root)}"
     except Exception as exc:  # a full disk must not turn one line into two tracebacks
         where = f"no report could be written ({type(exc).__name__}: {exc})"
     print(f"memtui: internal error ({summary}); {where}", file=sys.stderr)

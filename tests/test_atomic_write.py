@@ -11,7 +11,7 @@ from memtui.atomic import OutputExistsError, WriteError, atomic_write, write_byt
 from memtui.cli import main
 from memtui.errors import UsageError
 from memtui.export.writer import export_snapshot
-from memtui.model import open_snapshot
+from memtui.open import open_snapshot
 from tests.fixtures.synthetic import synthetic_snapshot
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from memtui.cli import main
 from memtui.errors import SnapshotError
-from memtui.model import open_snapshot
+from memtui.open import open_snapshot
 from tests.fixtures import variants
 
 MIB = 1 << 20

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from memtui.cache import ModelCache
-from memtui.model import open_snapshot
+from memtui.open import open_snapshot
 from tests.conftest import ROOT, SHARED
 from tests.model_equality import assert_same_model
 

@@ -19,7 +19,7 @@ import pytest
 from memtui.cli import main
 from memtui.errors import SnapshotError
 from memtui.load import read_snapshot
-from memtui.model import open_snapshot
+from memtui.open import open_snapshot
 from tests.conftest import SHARED
 from tests.fixtures import variants
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from memtui.errors import UsageError
-from memtui.model import open_snapshot
+from memtui.open import open_snapshot
 from tests.conftest import SAMPLES
 from tests.fixtures.multi_device import combine
 

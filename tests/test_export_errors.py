@@ -9,7 +9,7 @@ import pytest
 
 from memtui.errors import SnapshotError
 from memtui.export.writer import export_snapshot
-from memtui.model import open_snapshot
+from memtui.open import open_snapshot
 from tests.fixtures.synthetic import synthetic_snapshot
 
 

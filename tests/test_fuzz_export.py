@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from memtui.errors import MemtuiError
 from memtui.export.writer import export_snapshot
-from memtui.model import open_snapshot
+from memtui.open import open_snapshot
 from memtui.query import compile_filter
 from tests.fixtures.snapshot_strategies import count_case, fuzz_settings, snapshots
 from tests.test_fuzz_model import check_model, dump

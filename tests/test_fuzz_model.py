@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from memtui.commands.events import event_row
 from memtui.commands.info import render_text, summarize
 from memtui.errors import MemtuiError
-from memtui.model import open_snapshot
 from memtui.model.checks import check_snapshot
+from memtui.open import open_snapshot
 from memtui.replay import Replayer
 from tests.conftest import SHARED
 from tests.fixtures import variants

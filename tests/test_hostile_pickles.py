@@ -27,9 +27,9 @@ from memtui.cli import main
 from memtui.errors import UnsafeSnapshotError
 from memtui.load import read_snapshot
 from memtui.load.stream import StreamFallback, stream_snapshot
-from memtui.model import open_snapshot
 from memtui.model.frames import StackToken
 from memtui.model.trace import ModelTables, TraceBuilder
+from memtui.open import open_snapshot
 from tests.conftest import ROOT, SHARED
 from tests.fixtures import variants
 

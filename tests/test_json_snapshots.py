@@ -23,8 +23,8 @@ from memtui.export.convert import convert_file
 from memtui.load import inspect_source, open_decompressed, read_snapshot
 from memtui.load.limits import MAX_JSON_DEPTH, JsonStructure
 from memtui.load.safe_pickle import safe_load
-from memtui.model import open_snapshot
 from memtui.model.snapshot import build_model
+from memtui.open import open_snapshot
 from tests.conftest import ROOT, sample_files, shared_params
 from tests.fixtures import variants
 from tests.model_equality import assert_same_model

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from memtui.cache import ModelCache
-from memtui.model import open_snapshot
+from memtui.open import open_snapshot
 from tests.conftest import ROOT
 from tests.tui.tiny_snapshot import write_tiny_snapshot
 

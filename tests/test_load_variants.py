@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from memtui.model import actions as act
-from memtui.model import build_model, open_snapshot
+from memtui.model import build_model
 from memtui.model.segments import PENDING_FREE
+from memtui.open import open_snapshot
 from tests.conftest import sample_files
 from tests.fixtures import variants
 

@@ -11,7 +11,7 @@ import pytest
 from memtui import cli
 from memtui.cache import ModelCache
 from memtui.cache.fileformat import FORMAT_VERSION
-from memtui.model import open_plain, open_snapshot
+from memtui.open import open_plain, open_snapshot
 from tests.conftest import sample_files, shared_params
 from tests.model_equality import assert_same_model
 

@@ -23,7 +23,7 @@ import pytest
 
 from memtui.errors import MemtuiError, UsageError
 from memtui.load import read_snapshot
-from memtui.model import open_snapshot
+from memtui.open import open_snapshot
 from memtui.record import files
 from memtui.record.steps import parse_steps
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from memtui.analysis.live import reserved_curve
-from memtui.model import open_snapshot
+from memtui.open import open_snapshot
 from memtui.replay import Replayer, _add_range, _remove_range
 from tests.conftest import sample_files, shared_params
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memtui.model import open_plain, open_snapshot, open_streaming
+from memtui.open import open_plain, open_snapshot, open_streaming
 from tests.conftest import sample_files, shared_params
 from tests.model_equality import assert_same_model
 

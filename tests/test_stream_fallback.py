@@ -10,7 +10,7 @@ import pytest
 
 from memtui.errors import SnapshotError, UnsafeSnapshotError
 from memtui.load.stream.sink import SINK_MODULE
-from memtui.model import open_plain, open_snapshot, open_streaming
+from memtui.open import open_plain, open_snapshot, open_streaming
 from tests.model_equality import assert_same_model
 
 

@@ -25,7 +25,7 @@ import msgpack
 from memtui import __version__
 from memtui.analysis.ranks import SUMMARY_VERSION, rank_from_name
 from memtui.atomic import remove_quietly, touch_quietly, write_bytes_atomic
-from memtui.cache import default_cache_dir
+from memtui.cache import ModelCache, default_cache_dir
 from memtui.cache.fingerprint import file_fingerprint
 from memtui.errors import MemtuiError
 
@@ -45,11 +45,9 @@ def summary_key(path: str | os.PathLike, depth: int) -> str:
     return file_fingerprint(path, f"rank-summary:{SUMMARY_VERSION}:{depth}:{__version__}", SUMMARY_EDGE)
 
 
-def default_summary_cache() -> SummaryCache | None:
-    """The summary cache beside the model cache this command uses (None with ``--no-cache``)."""
-    from memtui.model import get_default_cache
-
-    model_cache = get_default_cache()
+def default_summary_cache(model_cache: ModelCache | None) -> SummaryCache | None:
+    """The summary cache beside ``model_cache``, so ``--cache-dir`` moves both; None without
+    a model cache (``--no-cache``)."""
     return None if model_cache is None else SummaryCache(model_cache.root)
 
 

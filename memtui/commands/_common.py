@@ -1,4 +1,8 @@
-"""Pieces shared by the headless commands: opening with progress, JSON output."""
+"""Pieces shared by the headless commands: the cache options, opening with progress, JSON output.
+
+The command line decides the model cache once (:func:`choose_cache`) and hands it to the
+command as ``args.model_cache``; nothing here keeps it in a global.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,9 @@ import json
 import sys
 import time
 
-from memtui.model import Snapshot, open_snapshot
+from memtui.cache import ModelCache
+from memtui.model import Snapshot
+from memtui.open import open_snapshot
 
 
 def add_snapshot_argument(parser: argparse.ArgumentParser) -> None:
@@ -18,67 +24,54 @@ def add_json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
 
 
-def load(path: str) -> Snapshot:
-    """Open a snapshot (through the model cache unless ``--no-cache``), with a progress
-    line on stderr when it is a terminal."""
-    return open_snapshot(path, progress=StderrProgress() if sys.stderr.isatty() else None)
+def load(path: str, cache: ModelCache | None) -> Snapshot:
+    """Open a snapshot through ``cache`` (the command's ``args.model_cache``: None with
+    ``--no-cache``), with a progress line on stderr when it is a terminal."""
+    return open_snapshot(path, progress=StderrProgress() if sys.stderr.isatty() else None, cache=cache)
 
 
 def add_cache_options(parser: argparse.ArgumentParser) -> None:
-    """The global cache options, shown in every command's help (:func:`take_cache_options` reads them)."""
+    """The global cache options, shown in every command's help (:func:`choose_cache` reads them)."""
     group = parser.add_argument_group("model cache")
     group.add_argument("--cache-dir", metavar="DIR",
                        help="where built models are cached (default: $XDG_CACHE_HOME/memtui)")
     group.add_argument("--no-cache", action="store_true", help="neither read nor write the model cache")
 
 
-_leading_cache_options: dict = {}
-
-
-def take_cache_options(argv: list[str]) -> list[str]:
-    """Remove the cache options written before the command (``memtui --no-cache info X``).
+def take_cache_options(argv: list[str]) -> tuple[list[str], dict]:
+    """Split off the cache options written before the command (``memtui --no-cache info X``):
+    the rest of ``argv``, and those options for :func:`choose_cache`.
 
     Options after the command are left to argparse (:func:`add_cache_options`), so that a
     script's own ``--no-cache`` after ``memtui run script.py`` stays the script's.
     """
-    _leading_cache_options.clear()
+    leading: dict = {}
     argv = list(argv)
     while argv:
         if argv[0] == "--no-cache":
-            _leading_cache_options["no_cache"] = True
+            leading["no_cache"] = True
             del argv[0]
         elif argv[0] == "--cache-dir" and len(argv) > 1:
-            _leading_cache_options["cache_dir"] = argv[1]
+            leading["cache_dir"] = argv[1]
             del argv[:2]
         elif argv[0].startswith("--cache-dir="):
-            _leading_cache_options["cache_dir"] = argv[0].split("=", 1)[1]
+            leading["cache_dir"] = argv[0].split("=", 1)[1]
             del argv[0]
         else:
             break
-    return argv
+    return argv, leading
 
 
-def configure_cache(args: argparse.Namespace) -> None:
-    """Set up the model cache that :func:`load` and the explorer use for this command."""
-    from memtui.cache import ModelCache
-    from memtui.model import set_default_cache
-
-    no_cache = getattr(args, "no_cache", False) or _leading_cache_options.get("no_cache", False)
-    folder = getattr(args, "cache_dir", None) or _leading_cache_options.get("cache_dir")
-    cache = None if no_cache else ModelCache(folder)
-    if cache is not None:
-        cache.check_writable()  # the one warning line comes now, before a terminal UI starts
-    set_default_cache(cache)
-
-
-def release_cache() -> None:
-    """Finish the cache writes of this command and stop using the cache (see take_cache_options)."""
-    from memtui.model import get_default_cache, set_default_cache
-
-    cache = get_default_cache()
-    if cache is not None:
-        cache.wait()
-    set_default_cache(None)
+def choose_cache(args: argparse.Namespace, leading: dict) -> ModelCache | None:
+    """The model cache of this command, from its cache options and the ``leading`` ones
+    (:func:`take_cache_options`); None with ``--no-cache``."""
+    no_cache = getattr(args, "no_cache", False) or leading.get("no_cache", False)
+    folder = getattr(args, "cache_dir", None) or leading.get("cache_dir")
+    if no_cache:
+        return None
+    cache = ModelCache(folder)
+    cache.check_writable()  # the one warning line comes now, before a terminal UI starts
+    return cache
 
 
 # How the default device is chosen, as every command's --device help says it.

@@ -16,7 +16,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    snapshot = load(args.snapshot)
+    snapshot = load(args.snapshot, args.model_cache)
     findings = check_snapshot(snapshot)
     if args.json:
         print_json([f.as_dict() for f in findings])

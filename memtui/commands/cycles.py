@@ -20,7 +20,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    snapshot = load(args.snapshot)
+    snapshot = load(args.snapshot, args.model_cache)
     dev = snapshot.devices[device_or_error(snapshot, args.device)]
     report = find_cycles(snapshot, dev, check_depth(args.depth))
     if args.json:

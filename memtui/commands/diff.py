@@ -35,15 +35,13 @@ def run(args) -> int:
     depth = check_depth(args.depth)
     if args.tui and args.json:
         raise UsageError("--tui and --json do not go together")
-    a = load(args.a)
-    b = a if args.b == args.a else load(args.b)
+    a = load(args.a, args.model_cache)
+    b = a if args.b == args.a else load(args.b, args.model_cache)
     view_a = side(a, _pick(args.device_a, args.device), args.at_a, depth)
     view_b = side(b, _pick(args.device_b, args.device), args.at_b, depth)
     result = diff_views(view_a, view_b)
     if args.tui:
-        from memtui.tui.diff_app import run_diff_app
-
-        return run_diff_app(result)
+        return args.front_ends.show_diff(result)
     if args.json:
         print_json(result.to_json())
     else:

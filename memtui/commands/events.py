@@ -46,7 +46,7 @@ def event_row(snapshot: Snapshot, device: int, i: int, t0: float) -> dict:
 
 
 def run(args) -> int:
-    snapshot = load(args.snapshot)
+    snapshot = load(args.snapshot, args.model_cache)
     device = device_or_error(snapshot, args.device)
     trace = snapshot.devices[device].trace
     n = len(trace)

@@ -29,7 +29,7 @@ def run(args) -> int:
     # Everything that can be refused is refused before the (possibly long) load.
     compile_filter(args.filter)
     check_writable_target(args.output, args.force)
-    snapshot = load(args.snapshot)
+    snapshot = load(args.snapshot, args.model_cache)
     progress = StderrProgress() if sys.stderr.isatty() else None
     result = export_snapshot(snapshot, args.output, args.filter, args.device, include_stacks=not args.no_stacks,
                              force=args.force, progress=progress)

@@ -20,7 +20,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    snapshot = load(args.snapshot)
+    snapshot = load(args.snapshot, args.model_cache)
     summary = summarize(snapshot)
     if args.json:
         print_json(summary)

@@ -24,7 +24,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    snapshot = load(args.snapshot)
+    snapshot = load(args.snapshot, args.model_cache)
     dev = snapshot.devices[device_or_error(snapshot, args.device)]
     report = find_leaks(snapshot, dev, check_depth(args.depth), max(args.points, 2), max(args.windows, 2),
                         max(args.top, 0))

@@ -24,7 +24,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    snapshot = load(args.snapshot)
+    snapshot = load(args.snapshot, args.model_cache)
     if args.device is not None:
         device_or_error(snapshot, args.device)
     found = diagnose_ooms(snapshot, args.device, args.device_memory, check_depth(args.depth), max(args.top, 0))

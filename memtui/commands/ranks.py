@@ -51,13 +51,11 @@ def run(args) -> int:
     # The scheduler in the environment is a default: asking for local workers overrides it.
     cluster = args.cluster or (os.environ.get(SCHEDULER_ENV) if args.workers is None else None) or None
     files = find_rank_files(args.inputs)
-    cache = default_summary_cache()
+    cache = default_summary_cache(args.model_cache)
     runner = open_runner(cluster, args.workers, len(files))
     try:
         if args.tui:
-            from memtui.tui.ranks_app import run_ranks_app
-
-            return run_ranks_app(files, depth, runner, cache, args.at)
+            return args.front_ends.browse_ranks(files, depth, runner, cache, args.at)
         progress = ProgressLine() if sys.stderr.isatty() else None
         try:
             summaries = summarize_files(files, depth=depth, progress=progress, cache=cache, runner=runner)

@@ -7,7 +7,7 @@ import ipaddress
 import secrets
 import socket
 
-from memtui.errors import MissingDependencyError, UsageError
+from memtui.errors import UsageError
 from memtui.load import inspect_source
 
 NAME = "serve"
@@ -46,11 +46,7 @@ def banner_lines(name: str, host: str, port: int, token: str | None) -> list[str
 
 
 def run(args) -> int:
-    try:
-        from memtui.web.server import SnapshotServer
-    except ImportError:
-        raise MissingDependencyError(
-            "serving to a browser needs textual-serve: pip install 'memtui[web]'") from None
+    server_class = args.front_ends.snapshot_server()  # a missing textual-serve is said first
     if not 0 < args.port < 65536:
         raise UsageError(f"--port {args.port} is not a TCP port")
     info = inspect_source(args.snapshot)  # a bad file fails here, with one line, not in each tab
@@ -58,7 +54,7 @@ def run(args) -> int:
     if token == "":
         token = secrets.token_urlsafe(16)
     name = info.path.rsplit("/", 1)[-1]
-    server = SnapshotServer(info.path, args.host, args.port, token, banner_lines(name, args.host, args.port, token))
+    server = server_class(info.path, args.host, args.port, token, banner_lines(name, args.host, args.port, token))
     try:
         server.serve()
     except OSError as exc:

@@ -111,7 +111,7 @@ def run(args) -> int:
     address = parse_address(args.address_n)
     if address is None:
         raise UsageError(f"{args.address_n}: not an address_n or address ({_FORMS})")
-    snapshot = load(args.snapshot)
+    snapshot = load(args.snapshot, args.model_cache)
     matches = snapshot.find(args.address_n)
     if not matches:
         raise UsageError(f"{args.address_n}: no such allocation in {snapshot.name}")

@@ -52,7 +52,7 @@ def largest_live_blocks(snapshot: Snapshot, n: int, device: int | None = None) -
 
 
 def run(args) -> int:
-    snapshot = load(args.snapshot)
+    snapshot = load(args.snapshot, args.model_cache)
     rows = largest_live_blocks(snapshot, args.n, args.device)
     if args.json:
         print_json(rows)

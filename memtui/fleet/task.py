@@ -12,7 +12,7 @@ import os
 from memtui.analysis.ranks import SUMMARY_VERSION, rank_from_name, summarize_snapshot
 from memtui.cache.summaries import summary_key
 from memtui.errors import MemtuiError
-from memtui.model import open_snapshot
+from memtui.open import open_snapshot
 
 
 def keyed_summary(path: str, depth: int = 1) -> tuple[str | None, dict]:

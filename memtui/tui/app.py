@@ -1,7 +1,9 @@
 """The explorer application: loads a snapshot in a worker, then shows the main screen.
 
 ``MemtuiApp`` takes a path or a loader callable (``loader(progress) -> Snapshot``), so
-tests hand it an already loaded snapshot and skip the file entirely.
+tests hand it an already loaded snapshot and skip the file entirely. A path is opened
+through the model cache it is given (``cache``; None for none), which the ranks screen
+also uses to find the summary cache beside it.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.worker import get_current_worker
 
+from memtui.cache import ModelCache
 from memtui.errors import MemtuiError
 from memtui.load import ProgressFn
-from memtui.model import Snapshot, open_snapshot
+from memtui.model import Snapshot
+from memtui.open import open_snapshot
 from memtui.tui.device_view import build_device_view
 from memtui.tui.key_order import OrderedKeys
 from memtui.tui.lifecycle import run_in_terminal
@@ -43,8 +47,9 @@ class MemtuiApp(OrderedKeys, App[int]):
     ]
 
     def __init__(self, source: str | os.PathLike | Loader, device: int | None = None, *,
-                 show_source: bool = True) -> None:
+                 show_source: bool = True, cache: ModelCache | None = None) -> None:
         super().__init__()
+        self.model_cache = cache
         self._source = source
         self._device = device
         self._show_source = show_source
@@ -88,7 +93,7 @@ class MemtuiApp(OrderedKeys, App[int]):
 
         try:
             source = self._source
-            snapshot = source(progress) if callable(source) else open_snapshot(source, progress)
+            snapshot = source(progress) if callable(source) else open_snapshot(source, progress, cache=self.model_cache)
             progress("preparing", 0, 1)
             device = self._first_device(snapshot)
             view = build_device_view(snapshot, device)
@@ -170,11 +175,12 @@ class MemtuiApp(OrderedKeys, App[int]):
             yield from commands()
 
 
-def run_app(path: str | os.PathLike, device: int | None = None) -> int:
-    """Run the explorer on ``path``; the exit status (2 with one line on stderr if it cannot
-    load; see :func:`memtui.tui.lifecycle.run_in_terminal` for signals and crashes)."""
-    app = MemtuiApp(path, device=device)
-    code = run_in_terminal(app)
+def run_app(path: str | os.PathLike, device: int | None = None, cache: ModelCache | None = None) -> int:
+    """Run the explorer on ``path`` (through the model ``cache``); the exit status (2 with one
+    line on stderr if it cannot load; see :func:`memtui.tui.lifecycle.run_in_terminal` for
+    signals and crashes)."""
+    app = MemtuiApp(path, device=device, cache=cache)
+    code = run_in_terminal(app, cache_root=cache.root if cache is not None else None)
     if app.load_error:
         print(f"memtui: {app.load_error}", file=sys.stderr)
     if app.loading:

@@ -22,6 +22,7 @@ class DiffApp(App[int]):
         self.push_screen(DiffReportScreen(lambda: self.diff), lambda _: self.exit(0))
 
 
-def run_diff_app(diff: MemoryDiff) -> int:
+def run_diff_app(diff: MemoryDiff, cache_root: str | None = None) -> int:
+    """Show ``diff``; a crash is reported under ``cache_root`` (the run's cache folder)."""
     app = DiffApp(diff)
-    return run_in_terminal(app)
+    return run_in_terminal(app, cache_root=cache_root)

@@ -53,15 +53,16 @@ class AppOutcome:
         self.error: BaseException | None = None
 
 
-def run_in_terminal(app: App) -> int:
+def run_in_terminal(app: App, cache_root: str | None = None) -> int:
     """Run ``app`` (see the module docstring); the exit status.
 
-    128 + the signal number after a signal, :data:`memtui.crash.CRASH_EXIT` after a crash,
+    128 + the signal number after a signal, :data:`memtui.crash.CRASH_EXIT` after a crash
+    (reported under ``cache_root``, the cache folder of this run, or the default one),
     else the app's return code.
     """
     outcome = run_app_guarded(app)
     if outcome.error is not None:
-        return report_crash(outcome.error, f"running {type(app).__name__}")
+        return report_crash(outcome.error, f"running {type(app).__name__}", cache_root=cache_root)
     if outcome.signal is not None:
         return 128 + outcome.signal
     return app.return_code or 0

@@ -13,6 +13,7 @@ import sys
 from textual import events
 from textual.binding import Binding
 
+from memtui.cache import ModelCache
 from memtui.tui.app import MemtuiApp
 from memtui.tui.lifecycle import run_in_terminal
 from memtui.tui.screens.rank_list import RankListScreen, Summarize
@@ -26,8 +27,8 @@ class RanksApp(MemtuiApp):
         Binding("ctrl+c", "quit_all", "Quit", show=False),
     ]
 
-    def __init__(self, summarize: Summarize, moment: str = "peak") -> None:
-        super().__init__(lambda progress: None)  # nothing to load until a rank is chosen
+    def __init__(self, summarize: Summarize, moment: str = "peak", *, cache: ModelCache | None = None) -> None:
+        super().__init__(lambda progress: None, cache=cache)  # nothing to load until a rank is chosen
         self._summarize = summarize
         self._moment = moment
 
@@ -60,15 +61,17 @@ class RanksApp(MemtuiApp):
         self.snapshot = None
 
 
-def run_ranks_app(files: list[str], depth: int, runner, cache, moment: str = "peak") -> int:
-    """Summarise ``files`` (through ``cache``, on ``runner``) inside the app and browse them."""
+def run_ranks_app(files: list[str], depth: int, runner, cache, moment: str = "peak", *,
+                  model_cache: ModelCache | None = None) -> int:
+    """Summarise ``files`` (through the summary ``cache``, on ``runner``) inside the app and
+    browse them; a rank chosen is opened through ``model_cache``."""
     from memtui.fleet.rank_files import summarize_files
 
     def summarize(progress) -> list[dict]:
         return summarize_files(files, depth=depth, progress=progress, cache=cache, runner=runner)
 
-    app = RanksApp(summarize, moment)
-    code = run_in_terminal(app)
+    app = RanksApp(summarize, moment, cache=model_cache)
+    code = run_in_terminal(app, cache_root=model_cache.root if model_cache is not None else None)
     if app.loading:
         # Quit while a rank was loading: the unpickler cannot be interrupted, and waiting
         # for it would make quitting take as long as the load (as in run_app).

@@ -6,7 +6,8 @@ import functools
 import pickle
 from pathlib import Path
 
-from memtui.model import Snapshot, open_snapshot
+from memtui.model import Snapshot
+from memtui.open import open_snapshot
 from tests.conftest import SHARED
 
 MIB = 1 << 20

@@ -32,7 +32,7 @@ def every_file():
 def open_each_file_once(monkeypatch):
     """The commands' own code runs; only the opening of a file is shared between tests."""
     for module in (oom, leaks, cycles, diff):
-        monkeypatch.setattr(module, "load", lambda path: cached(str(path)))
+        monkeypatch.setattr(module, "load", lambda path, cache: cached(str(path)))
 
 
 def run(args: list[str], capsys) -> str:
@@ -140,7 +140,7 @@ def test_diff_tui_flag_opens_the_diff_screen(monkeypatch, capsys):
     import memtui.tui.diff_app as diff_app
 
     shown = []
-    monkeypatch.setattr(diff_app, "run_diff_app", lambda result: shown.append(result) or 0)
+    monkeypatch.setattr(diff_app, "run_diff_app", lambda result, **_: shown.append(result) or 0)
     path = str(SHARED / "train_linear_adam.pickle")
     assert main(["diff", path, path, "--tui"]) == 0
     assert len(shown) == 1 and capsys.readouterr().out == ""

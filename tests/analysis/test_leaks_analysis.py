@@ -70,7 +70,7 @@ def test_growing_rule():
 
 
 def test_deeper_call_sites_split_one_line(tmp_path):
-    from memtui.model import open_snapshot
+    from memtui.open import open_snapshot
     from tests.analysis.snapshots import frame, write_snapshot
 
     base = 0x7F0000000000

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from memtui.analysis.oom import diagnose_ooms
-from memtui.model import open_snapshot
+from memtui.open import open_snapshot
 from tests.analysis.snapshots import GIB, MIB, frame, segment, shared, write_snapshot
 from tests.conftest import SHARED, truth_for
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from memtui.load import read_snapshot
-from memtui.model import open_snapshot
+from memtui.open import open_snapshot
 
 pytestmark = pytest.mark.gpu
 

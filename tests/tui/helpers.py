@@ -5,7 +5,8 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from memtui.model import Snapshot, open_snapshot
+from memtui.model import Snapshot
+from memtui.open import open_snapshot
 from memtui.tui.app import MemtuiApp
 from memtui.tui.screens.main import MainScreen
 from tests.conftest import SHARED

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memtui.model import open_snapshot
+from memtui.open import open_snapshot
 from memtui.query import compile_filter
 from memtui.tui.screens.export_dialog import ExportDialog
 from memtui.tui.screens.help import HelpScreen

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pickle
 
-from memtui.model import open_snapshot
+from memtui.open import open_snapshot
 from memtui.tui.app import MemtuiApp
 from tests.test_broken_snapshots import EVIL, hostile_text_snapshot
 from tests.tui.helpers import ready, settle

@@ -4,7 +4,7 @@ last entry is the `oom`, and the explorer's OOM view opens on it."""
 from __future__ import annotations
 
 from memtui.model import actions as act
-from memtui.model import open_snapshot
+from memtui.open import open_snapshot
 from memtui.units import format_bytes
 from tests.analysis.test_analysis_screens import open_analysis, report_text
 from tests.conftest import SAMPLES

@@ -51,7 +51,7 @@ class RanksReportScreen(AnalysisScreen):
         path = os.path.abspath(snapshot.source_path)
         others = [p for p in sibling_rank_files(path) if p != path]
         own = {"file": path, "error": None, "rank": rank_from_name(path), **summarize_snapshot(snapshot, self.depth)}
-        cache = default_summary_cache()
+        cache = default_summary_cache(getattr(self.app, "model_cache", None))
         summaries = [own] + (summarize_files(others, depth=self.depth, cache=cache) if others else [])
         summaries.sort(key=lambda s: (s.get("rank") is None, s.get("rank") or 0, s["file"]))
         return compare_ranks(summaries)
