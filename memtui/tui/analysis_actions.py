@@ -13,7 +13,7 @@ from memtui.tui.search import SearchResult
 # (key, action, description, shown in the footer), as the main screen lists its keys.
 ANALYSIS_KEYS = [
     ("w", "analysis('oom')", "Why OOM", True),
-    ("L", "analysis('leaks')", "Leaks by call site", True),
+    ("L", "analysis('leaks')", "Leaks by call site", False),
     ("C", "analysis('cycles')", "Reference cycles", False),
     ("D", "analysis('diff')", "Diff: cursor vs end", False),
     ("R", "analysis('ranks')", "Compare ranks", False),

@@ -1,8 +1,9 @@
 """The event log's columns: widths that fit the device's data and the text of each cell.
 
 Pure (no textual). The widths depend on the data (largest index, address, version,
-stream) and on the terminal width: narrow terminals drop the time and stream columns
-before squeezing the frame.
+stream) and on the terminal width: narrow terminals drop the stream and time columns
+before the frame gets too narrow for ``file.py:line function``; the frame is then cut
+by the one rule of memtui/tui/locations.py (the function first, never the line number).
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from dataclasses import dataclass
 
 from memtui.model import actions as act
 from memtui.tui.device_view import DeviceView
+from memtui.tui.locations import Location, fit_location, table_location
 from memtui.units import format_bytes, format_seconds
 
 ACTION_WIDTH = 14  # "free_requested"
 SIZE_WIDTH = 10  # "1023.99 MiB"
-FRAME_MIN = 12
+FRAME_MIN = 24  # ``gen_snapshots.py:213 w_oom…``: below this the time column gives way
 
 
 @dataclass
@@ -34,13 +36,12 @@ def format_stream(stream: int) -> str:
     return str(stream) if 0 <= stream < 10_000 else f"{stream:#x}"
 
 
-def short_frame(view: DeviceView, sid: int) -> str:
-    """``file.py:12 function`` of the stack's label frame, without the directory."""
+def short_frame(view: DeviceView, sid: int) -> Location:
+    """The location of the stack's label frame: ``file.py:12 function``, without the directory."""
     if sid < 0:
-        return ""
+        return Location("", "")
     stacks = view.snapshot.stacks
-    fid = int(stacks.label[sid])
-    return stacks.frames.label_text(fid, short=True) if fid >= 0 else ""
+    return table_location(stacks.frames, int(stacks.label[sid]))
 
 
 class EventColumns:
@@ -50,7 +51,7 @@ class EventColumns:
         self.view = view
         trace = view.device.trace
         n = len(trace)
-        self._frame_text: dict[int, str] = {}
+        self._frame_text: dict[int, Location] = {}
         self.index_width = max(5, len(f"{view.device.shown_index(n - 1) if n else 0:,}"))
         last = view.relative_seconds(n - 1) if n else 0.0
         self.time_width = max(9, len(format_seconds(last)))
@@ -101,11 +102,14 @@ class EventColumns:
         if layout.stream:
             cells.append(f"{format_stream(int(trace.stream[i])):>{layout.stream}}")
         sid = int(trace.stack[i])
-        frame = self.frame_text(sid) if sid >= 0 else view.snapshot.event_top_frame(view.device.device, i, short=True)
-        cells.append(frame[:layout.frame])
+        if sid >= 0:
+            frame = self.frame_text(sid).fit(layout.frame)
+        else:
+            frame = fit_location(view.snapshot.event_top_frame(view.device.device, i, short=True), layout.frame)
+        cells.append(frame)
         return cells, code
 
-    def frame_text(self, sid: int) -> str:
+    def frame_text(self, sid: int) -> Location:
         text = self._frame_text.get(sid)
         if text is None:
             text = short_frame(self.view, sid)

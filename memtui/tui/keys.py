@@ -32,7 +32,7 @@ def key_reference() -> list[tuple[str, list[tuple[str, str]]]]:
     """(section, [(keys, what they do)]) for every key of the explorer."""
     from memtui.tui.app import MemtuiApp
     from memtui.tui.screens.detail import DetailScreen
-    from memtui.tui.screens.main import MainScreen
+    from memtui.tui.screens.main import SCREEN_KEYS
     from memtui.tui.widgets.event_log import EventLog
     from memtui.tui.widgets.segment_map import SegmentMap
     from memtui.tui.widgets.stack_inspector import StackInspector
@@ -40,7 +40,7 @@ def key_reference() -> list[tuple[str, list[tuple[str, str]]]]:
     everywhere = [("Tab / Shift+Tab", "Next / previous pane"), ("Ctrl+P", "Command palette (every action below)")]
     everywhere += _rows([b for b in MemtuiApp.BINDINGS if isinstance(b, Binding) and b.show])
     return [
-        ("Everywhere", everywhere + _rows(MainScreen.BINDINGS)),
+        ("Everywhere", everywhere + _rows([Binding(k, a, d) for k, a, d, _show in SCREEN_KEYS])),
         ("Event log", _rows(EventLog.BINDINGS)),
         ("Segment map", _rows(SegmentMap.BINDINGS)),
         ("Stack inspector", _rows(StackInspector.BINDINGS)),

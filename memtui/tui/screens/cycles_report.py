@@ -6,13 +6,14 @@ from memtui.analysis.cycles import CycleReport, find_cycles
 from memtui.commands.cycles import render
 from memtui.tui.analysis_jumps import event_jump, site_jump
 from memtui.tui.device_view import DeviceView
+from memtui.tui.locations import Location, site_location, table_location
 from memtui.tui.screens.analysis_base import AnalysisScreen, Row
 from memtui.units import format_bytes, format_seconds
 
 
 class CyclesReportScreen(AnalysisScreen):
     TITLE_TEXT = "Reference cycles"
-    COLUMNS = ("event", "time", "freed", "lives", "peak before", "where")
+    COLUMNS = ("event", "time", "freed", "lives", "peak before", "call site, or where the collector ran")
     HINT = "Enter on a burst: go to its first free · on a call site: its allocations, filtered · Esc: close"
 
     def __init__(self, view: DeviceView, depth: int = 1) -> None:
@@ -27,12 +28,21 @@ class CyclesReportScreen(AnalysisScreen):
         report = "\n".join(render(result)[:1] + [line for line in render(result) if line.startswith("  an OOM")])
         rows: list[Row] = []
         for s in result.sites:
-            rows.append((("site", "", format_bytes(s.bytes), f"{s.lives:,}", "", s.site),
+            rows.append((("site", "", format_bytes(s.bytes), f"{s.lives:,}", "", site_location(s.site, s.frames)),
                          site_jump(self.view.snapshot, self.view.device, s.site, self.depth)))
         for b in result.bursts:
             rows.append(((f"{b.index:,}", format_seconds(result.seconds_into_trace(b)), format_bytes(b.bytes),
                           f"{b.lives:,}", format_bytes(b.allocated_before),
-                          f"{b.order}, collected at {b.collected_at}"), event_jump(b.index)))
+                          self._collected_at(b)), event_jump(b.index)))
         if result.suspected:
             report += "\n\nCall torch.utils.viz._cycles.warn_tensor_cycles() early to be told which objects form them."
         return report, rows
+
+    def _collected_at(self, burst) -> Location:
+        """Where the collector ran (the label frame of the burst's first free), then the free order."""
+        snapshot = self.view.snapshot
+        sid = int(self.view.device.trace.stack[burst.index])
+        where = table_location(snapshot.stacks.frames, int(snapshot.stacks.label[sid]) if sid >= 0 else -1)
+        if not where.short:
+            where = Location(burst.collected_at, burst.collected_at)
+        return Location(f"{where.short} ({burst.order})", f"{burst.collected_at} ({burst.order})", where.keep)

@@ -13,6 +13,7 @@ from memtui.analysis.diff import MemoryDiff
 from memtui.commands._report import signed_bytes
 from memtui.tui.analysis_jumps import site_jump
 from memtui.tui.device_view import DeviceView
+from memtui.tui.locations import site_location
 from memtui.tui.screens.analysis_base import AnalysisScreen, Row
 from memtui.units import format_bytes
 
@@ -48,5 +49,5 @@ class DiffReportScreen(AnalysisScreen):
                 continue
             jump = site_jump(self.view.snapshot, self.view.device, s.site, self.depth) if self.view else None
             rows.append(((signed_bytes(s.delta_bytes), f(s.bytes_a), f(s.bytes_b), f"{s.count_a} -> {s.count_b}",
-                          s.status, s.site), jump))
+                          s.status, site_location(s.site, s.frames)), jump))
         return "\n".join(lines), rows

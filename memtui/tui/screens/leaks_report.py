@@ -7,6 +7,7 @@ from memtui.commands._report import signed_bytes
 from memtui.commands.leaks import describe_points, sparkline
 from memtui.tui.analysis_jumps import site_jump
 from memtui.tui.device_view import DeviceView
+from memtui.tui.locations import site_location
 from memtui.tui.screens.analysis_base import AnalysisScreen, Row
 from memtui.units import format_bytes
 
@@ -36,6 +37,7 @@ class LeaksReportScreen(AnalysisScreen):
         rows: list[Row] = []
         for s in result.sites:
             cells = ("▲" if s.growing else "", format_bytes(s.bytes), f"{s.count:,}",
-                     signed_bytes(s.growth_bytes) if s.growth_bytes else "", sparkline(s.series_bytes), s.label)
+                     signed_bytes(s.growth_bytes) if s.growth_bytes else "", sparkline(s.series_bytes),
+                     site_location(s.label, s.frames))
             rows.append((cells, site_jump(self.view.snapshot, self.view.device, s.label, self.depth)))
         return "\n".join(lines), rows

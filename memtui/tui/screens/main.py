@@ -49,10 +49,10 @@ SCREEN_KEYS = [
     ("N", "previous_match", "Previous match", False),
     ("left_square_bracket", "same_address(False)", "Previous event at this address", False),
     ("right_square_bracket", "same_address(True)", "Next event at this address", False),
-    ("f", "along_life(True)", "Alloc → free", True),
+    ("f", "along_life(True)", "Alloc → free", False),
     ("F", "along_life(False)", "Free → alloc", False),
-    ("d", "next_device", "Switch device", True),
-    ("t", "toggle_timeline", "Timeline", True),
+    ("d", "next_device", "Switch device", False),
+    ("t", "toggle_timeline", "Timeline", False),
     ("c", "toggle_native", "C++ frames", False),
 ]
 # Actions offered in the palette besides the keyed ones: (action, title, help).
@@ -66,10 +66,21 @@ PALETTE_EXTRA = [
 ]
 SCREEN_KEYS += ANALYSIS_KEYS + FILTER_KEYS
 PALETTE_EXTRA += ANALYSIS_PALETTE + FILTER_PALETTE
+# The footer shows the keys marked shown above, in this order, so that the ones a newcomer
+# needs first fit in 80 columns (after the focused pane's own keys); every key is in `?`
+# help and the palette.
+FOOTER_ORDER = ["o", "w", "slash", "backslash", "x"]
+
+
+# Terminal heights (rows) below which the layout gives up something for the event log and the map.
+TIMELINE_FULL_HEIGHT = 34  # the plot shrinks to 6 rows
+TIMELINE_MIN_HEIGHT = 30  # the plot hides until t asks for it (80x24: 8 event rows instead of 3)
+TINY_HEIGHT = 16  # the summary hides and the event log takes 3/5 of what is left (40x12)
 
 
 class MainScreen(FilterActions, AnalysisActions, Screen):
-    BINDINGS = [Binding(key, action, description, show=show) for key, action, description, show in SCREEN_KEYS]
+    BINDINGS = [Binding(key, action, description, show=show) for key, action, description, show in
+                sorted(SCREEN_KEYS, key=lambda k: FOOTER_ORDER.index(k[0]) if k[0] in FOOTER_ORDER else 99)]
 
     def __init__(self, snapshot: Snapshot, view: DeviceView, show_source: bool = True) -> None:
         super().__init__()
@@ -78,6 +89,7 @@ class MainScreen(FilterActions, AnalysisActions, Screen):
         self._views: dict[int, DeviceView] = {view.device.device: view}
         self._show_source = show_source
         self._search: SearchResult | None = None
+        self._timeline_wanted: bool | None = None  # None: shown when the terminal is tall enough
 
     # -- layout ------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -117,8 +129,16 @@ class MainScreen(FilterActions, AnalysisActions, Screen):
         self.status.say("? help · / search · o next OOM · Tab next pane")
 
     def on_resize(self) -> None:
-        # On a short terminal the plot gives rows to the event log.
-        self.query_one(Timeline).set_class(self.size.height < 34, "-short")
+        self._fit_height()
+
+    def _fit_height(self) -> None:
+        """On a short terminal the event log and the map get their rows first: the plot
+        shrinks, then hides (t shows it again), and on a tiny one the summary goes too."""
+        height = self.size.height
+        timeline = self.query_one(Timeline)
+        timeline.set_class(height < TIMELINE_FULL_HEIGHT, "-short")
+        timeline.display = self._timeline_wanted if self._timeline_wanted is not None else height >= TIMELINE_MIN_HEIGHT
+        self.set_class(height < TINY_HEIGHT, "-tiny")
 
     def _apply_view(self, view: DeviceView, event: int | None = None) -> None:
         self.current_view = view
@@ -233,8 +253,8 @@ class MainScreen(FilterActions, AnalysisActions, Screen):
             self.status.say(f"peak allocated: {format_bytes(view.peak_allocated)}")
 
     def action_toggle_timeline(self) -> None:
-        timeline = self.query_one(Timeline)
-        timeline.display = not timeline.display
+        self._timeline_wanted = not self.query_one(Timeline).display
+        self._fit_height()
 
     def action_toggle_native(self) -> None:
         self.inspector.set_show_native(not self.inspector.options.show_native)

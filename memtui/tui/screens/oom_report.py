@@ -6,13 +6,15 @@ from memtui.analysis.oom import OomDiagnosis, diagnose_ooms
 from memtui.commands.oom import render
 from memtui.tui.analysis_jumps import event_jump, site_jump
 from memtui.tui.device_view import DeviceView
+from memtui.tui.locations import site_location
 from memtui.tui.screens.analysis_base import AnalysisScreen, Row
 from memtui.units import format_bytes
 
 
 class OomReportScreen(AnalysisScreen):
     TITLE_TEXT = "Why OOM"
-    COLUMNS = ("event", "requested", "verdict", "bytes", "count", "call site")
+    # One row per OOM (its request and verdict), then the call sites holding memory at it.
+    COLUMNS = ("event", "bytes", "count", "OOM verdict, or call site")
     HINT = "Enter on an OOM: go to it · on a call site: its allocations, filtered · Esc: close"
 
     def __init__(self, view: DeviceView, depth: int = 1) -> None:
@@ -32,8 +34,9 @@ class OomReportScreen(AnalysisScreen):
         rows: list[Row] = []
         for d in result:
             verdict = d.verdict + (", process limit" if d.process_limit else "")
-            rows.append(((f"{d.index:,}", format_bytes(d.requested), verdict, "", "", "OOM"), event_jump(d.index)))
+            rows.append(((f"{d.index:,}", format_bytes(d.requested), "", f"OOM: {verdict}"), event_jump(d.index)))
             for site in d.top_sites:
-                rows.append((("", "", "", format_bytes(site["bytes"]), f"{site['count']:,}", site["site"]),
+                where = site_location(site["site"], site.get("frames"))
+                rows.append((("", format_bytes(site["bytes"]), f"{site['count']:,}", where),
                              site_jump(self.view.snapshot, dev, site["site"], self.depth)))
         return report, rows

@@ -19,6 +19,7 @@ from memtui.analysis.rank_overview import group_outliers, peak_histogram
 from memtui.analysis.ranks import compare_ranks
 from memtui.commands.ranks import render_overview
 from memtui.tui.analysis_jumps import AnalysisJump
+from memtui.tui.locations import Location
 from memtui.tui.screens.analysis_base import AnalysisScreen, Row
 from memtui.units import format_bytes
 
@@ -46,7 +47,7 @@ def rank_rows(result: dict, groups: list[dict], own: str | None = None) -> list[
         name = os.path.basename(r["file"]) + ("  (open)" if r["file"] == own else "")
         jump = AnalysisJump(None, message=f"rank {r['rank']}: {r['file']}")
         rows.append(((str(r["rank"]), format_bytes(r["peak_allocated"]), format_bytes(r["peak_reserved"]),
-                      str(r["ooms"]), f"{r['events']:,}", mark, name), jump))
+                      str(r["ooms"]), f"{r['events']:,}", mark, Location(name, r["file"])), jump))
     return rows
 
 

@@ -19,6 +19,7 @@ from memtui.errors import UsageError
 from memtui.fleet.rank_files import summarize_files
 from memtui.tui.analysis_jumps import AnalysisJump, event_jump
 from memtui.tui.device_view import DeviceView
+from memtui.tui.locations import Location
 from memtui.tui.screens.analysis_base import AnalysisScreen, Row
 from memtui.units import format_bytes
 
@@ -70,7 +71,8 @@ class RanksReportScreen(AnalysisScreen):
                 jump = AnalysisJump(None, message=f"rank {r['rank']}: {r['file']}")
             rows.append(((str(r["rank"]), format_bytes(r["peak_allocated"]), format_bytes(r["peak_reserved"]),
                           str(r["ooms"]), f"{r['events']:,}", "outlier" if r["outlier"] else "",
-                          os.path.basename(r["file"]) + ("  (open)" if r["file"] == own else "")), jump))
+                          Location(os.path.basename(r["file"]) + ("  (open)" if r["file"] == own else ""),
+                                   r["file"])), jump))
         return report, rows
 
     def on_data_table_row_selected(self, message: DataTable.RowSelected) -> None:
