@@ -168,3 +168,17 @@ def test_stack_lists_what_the_explorer_finds_on_real_files(path, capsys):
     shown = [next((r[k] for k in ("alloc", "free_requested", "free_completed") if r[k] is not None), None)
              for r in listed]
     assert sorted(i for i in shown if i is not None) == searched.events.tolist()
+
+
+@pytest.mark.parametrize("text", [t for t in spellings("7f3a00400000_1") if t == t.strip() and t[0] not in "\"'`"])
+def test_the_filter_language_takes_every_spelling(tiny, text):
+    """A filter naming an allocation (bare or after ``addr:``) matches the same rows whatever
+    the spelling: the filter parses addresses with the same parser as ``/`` and ``stack``.
+    (Quoted words are text searches in the filter language, and a space ends a value.)"""
+    from memtui.query import compile_filter
+
+    snapshot = open_snapshot(tiny, cache=None)
+    want = compile_filter("addr:7f3a00400000_1").indices(snapshot, 0)
+    assert len(want)
+    assert list(compile_filter(f"addr:{text}").indices(snapshot, 0)) == list(want)
+    assert list(compile_filter(text).indices(snapshot, 0)) == list(want)

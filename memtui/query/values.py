@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from memtui.model.address_n import parse_address_candidates
+from memtui.model.address_n import parse_address
 from memtui.query.nodes import FilterError
 from memtui.units import parse_size
 
@@ -47,7 +47,6 @@ class FileValue:
 _TIME = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)(us|µs|ms|s|min)?$", re.IGNORECASE)
 _TIME_FACTORS = {None: 1e6, "us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6, "min": 60e6}
 _FILE_LINE = re.compile(r"^(.*):(\d+)$")
-_ADDRESS_N_LIKE = re.compile(r"^[bs]?(0x)?[0-9a-f]+_\d+$", re.IGNORECASE)
 
 
 def parse_range(text: str, op: str, position: int, parse_one, what: str) -> Range:
@@ -131,11 +130,11 @@ def name_list(text: str, position: int, what: str) -> tuple[str, ...]:
 
 
 def address_value(text: str, position: int, what: str) -> AddressValue:
-    candidates = parse_address_candidates(text)
-    if not text or not candidates:
+    query = parse_address(text) if text else None
+    if query is None:
         shown = repr(text) if text else "nothing"
         raise FilterError(f"expected {what}, got {shown}", position, expected=what)
-    return AddressValue(tuple(candidates), text.strip().lower().startswith("s"))
+    return AddressValue(query.readings, query.segment)
 
 
 def file_value(text: str) -> FileValue:
@@ -146,9 +145,12 @@ def file_value(text: str) -> FileValue:
 
 
 def looks_like_address_n(text: str) -> bool:
-    """A bare word that names an allocation (``7f06..._3``, ``b7f06..._0``)."""
-    return bool(_ADDRESS_N_LIKE.match(text))
+    """A bare word that names one allocation (``7f06..._3``, ``b7f06..._0``, ``b'7f06..._0``)."""
+    query = parse_address(text)
+    return query is not None and query.versioned
 
 
 def looks_like_hex_address(text: str) -> bool:
-    return text.lower().startswith("0x") and len(text) > 2 and all(c in "0123456789abcdef" for c in text[2:].lower())
+    """A bare word that is unmistakably an address without a version (``0x7f06...``)."""
+    query = parse_address(text)
+    return query is not None and not query.versioned and text.strip().lower().lstrip("bs'").startswith("0x")
