@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from memtui.analysis.callsites import CallSites
+from memtui.commands.stack import describe_match
 from memtui.errors import UsageError
 from memtui.export.convert import convert_file
 from memtui.export.writer import export_snapshot
@@ -86,12 +88,21 @@ def check_labels_are_never_internal(snapshot: Snapshot) -> None:
             assert not frames.internal[fid], stacks.top_frame_text(sid)
         for shown in stacks.visible_frames(sid):
             assert not is_internal_frame(frames.filename_of(shown), frames.name_of(shown)) or frames.internal[ids].all()
+    sites = CallSites(stacks)
+    for sid in range(len(stacks)):
+        # The call-site tables (leaks, diff, oom) name an allocation as the event log does.
+        assert sites.label(sites.of_stack(sid)) == stacks.top_frame_text(sid)
     for dev in snapshot.devices:
         for i in _moments(len(dev.trace), dev.oom_indices()):
             if i < 0:
                 continue
             text = snapshot.event_top_frame(dev.device, i)
             assert "unwind" not in text and "CapturedTraceback" not in text and "CachingAllocator" not in text
+            match = next(iter(dev.find(dev.event_address_n(i))), None) if dev.event_address_n(i) else None
+            if match is not None:
+                described = describe_match(snapshot, match, all_frames=False)
+                for event in described["events"].values():  # memtui stack, without --all-frames
+                    assert not any(is_internal_frame(f["filename"], f["name"]) for f in event["stack"])
 
 
 def check_exports_keep_the_source(snapshot: Snapshot, folder) -> None:
