@@ -160,3 +160,32 @@ async def test_an_export_opens_with_its_filter_in_the_summary(tmp_path):
         summary = str(screen.query_one(SummaryBar).render())
         assert "cut.msgpack" in summary and "[export of tiny_oom.pickle: action:alloc]" in summary
         assert screen.current_view.n_events == len(compile_filter("action:alloc").indices(loaded(str(tiny_path())), 0))
+
+
+async def test_a_reopened_filtered_export_speaks_the_sources_numbers(tmp_path):
+    """Event numbers, address_n and the map come from the source: a filtered trace is not
+    replayed, so no figure contradicts the source (allocated never exceeds reserved)."""
+    from memtui.export.writer import export_snapshot
+    from memtui.tui.widgets.summary_bar import SummaryBar
+    from tests.conftest import SAMPLES
+
+    source_path = SAMPLES / "oom_training.pickle.xz"
+    source = loaded(str(source_path))
+    out = tmp_path / "big.msgpack"
+    export_snapshot(source, out, "size>1MiB action:alloc", device=0)
+    rows = compile_filter("size>1MiB action:alloc").indices(source, 0)
+    app = make_app(out)
+    async with app.run_test(size=(160, 40)) as pilot:
+        screen = await ready(app, pilot)
+        await pilot.press("end")
+        await settle(app, pilot)
+        view = screen.current_view
+        last = view.n_events - 1
+        assert view.device.shown_index(last) == int(rows[-1])
+        assert view.device.event_address_n(last) == source.devices[0].event_address_n(int(rows[-1]))
+        cells, _ = screen.event_log._columns.cells(last, screen.event_log._columns.layout(150))
+        assert cells[0].strip() == f"{int(rows[-1]):,}"
+        state = screen.segment_map.state
+        assert state.allocated <= state.reserved == source.devices[0].reserved
+        assert "filtered export is not replayed" in screen.segment_map.title(200)
+        assert "free -" not in str(screen.query_one(SummaryBar).render())
