@@ -1,0 +1,84 @@
+"""The architecture holds: imports point down the layers, and the pure layers load no UI and no torch.
+
+The layers and the forbidden imports are the contracts in pyproject.toml
+(``[tool.importlinter]``); ``lint-imports --no-cache`` prints the same report.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytest.importorskip("importlinter", reason="import-linter is in the test extra: pip install -e '.[test]'")
+
+LINT = ("import sys\n"
+        "from importlinter.cli import lint_imports\n"
+        "sys.exit(lint_imports(config_filename=sys.argv[1] or None, no_cache=True, no_logo=True))\n")
+
+# Contracts the code breaks on purpose: the explorer imports the model, and imports textual.
+BROKEN = """
+[tool.importlinter]
+root_packages = ["memtui"]
+include_external_packages = true
+
+[[tool.importlinter.contracts]]
+name = "upside down"
+type = "layers"
+layers = ["memtui.model", "memtui.tui"]
+
+[[tool.importlinter.contracts]]
+name = "no textual in the explorer"
+type = "forbidden"
+source_modules = ["memtui.tui"]
+forbidden_modules = ["textual"]
+"""
+
+
+def lint(config: str = "") -> subprocess.CompletedProcess:
+    env = dict(os.environ, COLUMNS="200", NO_COLOR="1")  # one violation per line, unwrapped
+    return subprocess.run([sys.executable, "-c", LINT, config], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_the_import_contracts_are_kept():
+    result = lint()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+def test_a_broken_contract_fails(tmp_path):
+    config = tmp_path / "broken.toml"
+    config.write_text(BROKEN)
+    result = lint(str(config))
+    assert result.returncode != 0
+    assert "2 broken" in result.stdout, result.stdout + result.stderr
+    assert "memtui.tui is not allowed to import memtui.model" in result.stdout
+    assert "memtui.tui is not allowed to import textual" in result.stdout
+
+
+def loaded_frameworks(code: str) -> set[str]:
+    """Which of textual and torch a fresh interpreter has imported after running ``code``."""
+    check = code + "\nimport sys\nprint(*sorted({m.split('.')[0] for m in sys.modules} & {'textual', 'torch'}))"
+    result = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return set(result.stdout.split())
+
+
+def test_the_model_analyses_and_command_line_load_neither_textual_nor_torch():
+    code = "import memtui.model, memtui.analysis, memtui.query, memtui.cli\nmemtui.cli.command_modules()"
+    assert loaded_frameworks(code) == set()
+
+
+def test_no_module_of_the_pure_layers_loads_textual_or_torch():
+    code = ("import importlib, pkgutil\n"
+            "import memtui.open, memtui.replay\n"
+            "for package in ('memtui.load', 'memtui.model', 'memtui.analysis', 'memtui.query', 'memtui.report',\n"
+            "                'memtui.export', 'memtui.cache', 'memtui.fleet'):\n"
+            "    for info in pkgutil.walk_packages(importlib.import_module(package).__path__, package + '.'):\n"
+            "        importlib.import_module(info.name)")
+    assert loaded_frameworks(code) == set()
