@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from workloads import GiB, MiB, Run, _mlp  # noqa: E402
+from workloads import MiB, Run, _mlp  # noqa: E402
 
 
 def _blob(torch, mib: int):
