@@ -59,11 +59,11 @@ def stackless_context(snapshot, device: int, i: int) -> StacklessContext | None:
         return StacklessContext("no stack: recorded on a thread without Python frames, before any event with a "
                                 "stack", "", NONE, False)
     stacks = snapshot.stacks
-    label = stacks.top_frame_text(int(stack[before]))
+    label = stacks.frames.label_text(int(stacks.label[int(stack[before])]), short=True)
     if _in_backward(stacks, int(stack[before])):
         short = stacks.frames.label_text(int(stacks.label[int(stack[before])]), short=True)
         return StacklessContext(
-            f"no stack: made on the autograd engine's thread, during backward() called at {label}",
+            f"no stack: made on the autograd engine's thread, during backward() called at {short}",
             f"(backward) {short}", before, True)
     return StacklessContext(
         f"no stack: recorded on a thread without Python frames (the autograd engine or a C++ worker); "
