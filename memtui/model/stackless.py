@@ -61,10 +61,9 @@ def stackless_context(snapshot, device: int, i: int) -> StacklessContext | None:
     stacks = snapshot.stacks
     label = stacks.frames.label_text(int(stacks.label[int(stack[before])]), short=True)
     if _in_backward(stacks, int(stack[before])):
-        short = stacks.frames.label_text(int(stacks.label[int(stack[before])]), short=True)
         return StacklessContext(
-            f"no stack: made on the autograd engine's thread, during backward() called at {short}",
-            f"(backward) {short}", before, True)
+            f"no stack: made on the autograd engine's thread, during backward() called at {label}",
+            f"(backward) {label}", before, True)
     return StacklessContext(
         f"no stack: recorded on a thread without Python frames (the autograd engine or a C++ worker); "
         f"the last event with a stack before it is {before:,} at {label}", "", before, False)
