@@ -64,17 +64,23 @@ def run(args) -> int:
                 progress.clear()
     finally:
         runner.close()
-    result = compare_ranks(summaries, args.at)
-    groups, histogram = group_outliers(result), peak_histogram(result)
+    result = ranks_json(summaries, args.at)
     if args.json:
-        print_json({**result, "outlier_groups": groups, "histogram": histogram})
+        print_json(result)
     else:
-        print("\n".join(render_overview(result, groups, histogram, args.at)))
+        print("\n".join(render_overview(result, result["outlier_groups"], result["histogram"], args.at)))
     if sys.stderr.isatty() and cache is not None and cache.hits:
         print(f"memtui: {cache.hits:,} of {len(files):,} summaries from the cache in {cache.folder}", file=sys.stderr)
     if not result["ranks"]:
         raise UsageError("no rank file could be read")
     return 0
+
+
+def ranks_json(summaries: list[dict], moment: str = "peak") -> dict:
+    """What ``ranks --json`` prints: :func:`compare_ranks` with the outlier groups and the
+    histogram of peaks."""
+    result = compare_ranks(summaries, moment)
+    return {**result, "outlier_groups": group_outliers(result), "histogram": peak_histogram(result)}
 
 
 def open_runner(cluster: str | None, workers: int | None, files: int):

@@ -108,22 +108,12 @@ def _allocations(matches: list[Match]) -> list[Match]:
 
 
 def run(args) -> int:
-    address = parse_address(args.address_n)
-    if address is None:
+    if parse_address(args.address_n) is None:  # before the file is read
         raise UsageError(f"{args.address_n}: not an address_n or address ({_FORMS})")
     snapshot = load(args.snapshot, args.model_cache)
-    matches = snapshot.find(args.address_n)
-    if not matches:
-        raise UsageError(f"{args.address_n}: no such allocation in {snapshot.name}")
-    if not address.versioned:
-        allocations = _allocations(matches)
-        if len(allocations) > 1:
-            return _list_allocations(snapshot, args.address_n.strip(), allocations, args.json)
-    # An address_n names one life; the same life may also be a block at snapshot time.
-    match = next((m for m in matches if m.life != NONE), matches[0])
-    if match.block == NONE:
-        match.block = next((m.block for m in matches if m.block != NONE and m.address_n == match.address_n), NONE)
-    info = describe_match(snapshot, match, args.all_frames)
+    info = allocation_json(snapshot, args.address_n, args.all_frames)
+    if isinstance(info, list):
+        return _list_allocations(info, args.address_n.strip(), args.json)
     if args.json:
         print_json(info)
         return 0
@@ -140,8 +130,28 @@ def run(args) -> int:
     return 0
 
 
-def _list_allocations(snapshot: Snapshot, query: str, allocations: list[Match], as_json: bool) -> int:
-    rows = [life_row(snapshot, m) for m in allocations]
+def allocation_json(snapshot: Snapshot, text: str, all_frames: bool = False) -> dict | list[dict]:
+    """What ``stack --json`` prints for ``text``: one allocation's stacks (a dict, see
+    :func:`describe_match`), or for a bare address made several allocations, a row per
+    allocation (a list, see :func:`life_row`). UsageError when ``text`` names none."""
+    address = parse_address(text)
+    if address is None:
+        raise UsageError(f"{text}: not an address_n or address ({_FORMS})")
+    matches = snapshot.find(text)
+    if not matches:
+        raise UsageError(f"{text}: no such allocation in {snapshot.name}")
+    if not address.versioned:
+        allocations = _allocations(matches)
+        if len(allocations) > 1:
+            return [life_row(snapshot, m) for m in allocations]
+    # An address_n names one life; the same life may also be a block at snapshot time.
+    match = next((m for m in matches if m.life != NONE), matches[0])
+    if match.block == NONE:
+        match.block = next((m.block for m in matches if m.block != NONE and m.address_n == match.address_n), NONE)
+    return describe_match(snapshot, match, all_frames)
+
+
+def _list_allocations(rows: list[dict], query: str, as_json: bool) -> int:
     if as_json:
         print_json(rows)
         return 0
