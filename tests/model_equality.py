@@ -14,7 +14,9 @@ def assert_same_model(got: Snapshot, want: Snapshot) -> None:
     assert got.strings.values == want.strings.values
     assert got.strings.escaped == want.strings.escaped
     assert got.actions.names == want.actions.names
-    for name in ("filename", "line", "name", "native", "user", "internal"):
+    assert got.strings.dict_ids == want.strings.dict_ids
+    for name in ("filename", "line", "name", "native", "user", "internal", "generated", "forward", "original",
+                 "extra_offsets", "extra_key", "extra_value"):
         _same_array(getattr(got.frames, name), getattr(want.frames, name), f"frames.{name}")
     for name in ("flat", "offsets", "label"):
         _same_array(getattr(got.stacks, name), getattr(want.stacks, name), f"stacks.{name}")

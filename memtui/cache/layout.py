@@ -28,7 +28,8 @@ _DEVICE_PARTS = {
     "segments": SegmentTable,
     "blocks": BlockTable,
 }
-_FRAME_ARRAYS = ("filename", "line", "name", "native", "user", "internal")
+_FRAME_ARRAYS = ("filename", "line", "name", "native", "user", "internal", "generated", "forward", "original",
+                 "extra_offsets", "extra_key", "extra_value")
 _STACK_ARRAYS = ("flat", "offsets", "label")
 
 
@@ -73,6 +74,7 @@ def take_apart(snapshot: Snapshot) -> tuple[dict[str, np.ndarray], dict]:
         "strings": list(strings.values),
         "string_keys": [key for key, _ in sorted(strings._ids.items(), key=lambda kv: kv[1])],
         "escaped": strings.escaped,
+        "string_dicts": sorted(strings.dict_ids),
         "actions": list(snapshot.actions.names),
         "devices": devices,
         "allocator_settings": snapshot.allocator_settings,
@@ -105,6 +107,7 @@ def put_together(arrays: dict[str, np.ndarray], meta: dict, source_path: str) ->
     strings.values = list(meta["strings"])
     strings._ids = {key: i for i, key in enumerate(meta["string_keys"])}
     strings.escaped = meta["escaped"]
+    strings.dict_ids = set(meta["string_dicts"])
     frames = FrameTable(strings)
     for name in _FRAME_ARRAYS:
         setattr(frames, name, arrays[f"frames.{name}"])

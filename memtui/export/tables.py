@@ -31,16 +31,17 @@ class ExportTables:
         return self.string_map[column].tolist()
 
     def as_object(self, snapshot: Snapshot) -> dict:
-        frames = snapshot.frames
         stacks = snapshot.stacks
         strings = snapshot.strings
+        dicts = strings.dict_ids
         return {
             "kind": "tables",
             "actions": list(snapshot.actions.names),
             "strings": [strings[int(i)] for i in self.strings],
-            "frames": [{"filename": frames.filename_of(int(f)), "line": int(frames.line[f]),
-                        "name": frames.name_of(int(f))} for f in self.frames],
+            # Frame maps carry any keys beyond filename/line/name (fx_*, a forward line's text).
+            "frames": [stacks.frame_dict(int(f)) for f in self.frames],
             "stacks": [self.frame_map[stacks.frame_ids(int(s))].tolist() for s in self.stacks],
+            "dict_strings": [k for k, i in enumerate(self.strings.tolist()) if i in dicts],
         }
 
 
@@ -52,8 +53,11 @@ def build_tables(snapshot: Snapshot, selections: dict[int, np.ndarray], include_
         dev = snapshot.devices[d]
         if include_stacks:
             used_stacks[dev.trace.stack[rows]] = True
+            used_stacks[dev.trace.fwd[rows]] = True
             used_stacks[dev.segments.stack] = True
+            used_stacks[dev.segments.fwd] = True
             used_stacks[dev.blocks.stack] = True
+            used_stacks[dev.blocks.fwd] = True
         used_strings[dev.trace.ctx[rows]] = True
         used_strings[dev.trace.meta[rows]] = True
     used_stacks[n_stacks] = False

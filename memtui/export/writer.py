@@ -192,6 +192,7 @@ def device_object(snapshot: Snapshot, d: int, n_events: int, tables: ExportTable
             "pool": [packable(segs.pools[int(p)]) for p in segs.pool],
             "expandable": segs.expandable.tolist(),
             "stack": tables.stack_ids(segs.stack),
+            "fwd": tables.stack_ids(segs.fwd),
         },
         "blocks": {
             "segment": blocks.segment.tolist(),
@@ -200,6 +201,7 @@ def device_object(snapshot: Snapshot, d: int, n_events: int, tables: ExportTable
             "requested_size": ints(blocks.requested_size),
             "state": [blocks.state_names[int(s)] for s in blocks.state],
             "stack": tables.stack_ids(blocks.stack),
+            "fwd": tables.stack_ids(blocks.fwd),
         },
     }
 
@@ -207,8 +209,7 @@ def device_object(snapshot: Snapshot, d: int, n_events: int, tables: ExportTable
 def events_object(snapshot: Snapshot, d: int, rows: np.ndarray, tables: ExportTables) -> dict:
     dev = snapshot.devices[d]
     trace = dev.trace
-    version = dev.lives.event_version[rows]
-    version = np.where(version != NONE, version, dev.segment_lives.event_version[rows])
+    version = event_versions(dev)[rows]
     return {
         "kind": "events",
         "device": d,
@@ -223,7 +224,19 @@ def events_object(snapshot: Snapshot, d: int, rows: np.ndarray, tables: ExportTa
         "meta": tables.string_ids(trace.meta[rows]),
         "device_free": ints(trace.device_free[rows]),
         "version": version.tolist(),
+        "fwd": tables.stack_ids(trace.fwd[rows]),
     }
+
+
+def event_versions(dev) -> np.ndarray:
+    """The address_n version of every event: its block's or segment's life, an annotation's
+    labelled allocation, -1 for none."""
+    version = dev.lives.event_version.astype(np.int64)
+    version = np.where(version != NONE, version, dev.segment_lives.event_version)
+    notes = dev.annotations
+    if len(notes):
+        version[notes.event] = notes.version
+    return version
 
 
 def ints(column: np.ndarray) -> list:

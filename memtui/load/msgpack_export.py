@@ -16,6 +16,7 @@ that uses them, just as the pickler shares them in torch's own files.
 
 from __future__ import annotations
 
+import json
 from typing import BinaryIO
 
 import msgpack
@@ -40,6 +41,10 @@ def looks_like_export(head: bytes) -> bool:
         return head[3:].startswith(HEADER_FIRST_PAIR)
     return False
 
+
+# The frame key under which a forward_frames line is written (memtui.model.relevance.FORWARD_TEXT;
+# the loader imports nothing from the model).
+FORWARD_TEXT = "forward_frame"
 
 # Bounds what one msgpack object may claim, so a hostile length cannot exhaust memory.
 MAX_OBJECT_BYTES = 1 << 30
@@ -66,8 +71,9 @@ class _Builder:
     def __init__(self, description: str) -> None:
         self.description = description
         self.actions: list[str] = []
-        self.strings: list[str] = []
+        self.strings: list[object] = []
         self.stacks: list[list[dict]] = []
+        self._forward: dict[int, list[str]] = {}
         self.traces: list[list[dict]] = []
         self.segments: list[dict] = []
         self.snapshot: dict = {}
@@ -119,11 +125,22 @@ class _Builder:
     def _tables(self, obj: dict) -> None:
         self.actions = [str(a) for a in obj["actions"]]
         self.strings = [str(s) for s in obj["strings"]]
-        frames = [{"filename": f["filename"], "line": f["line"], "name": f["name"]} for f in obj["frames"]]
+        for k in obj.get("dict_strings") or []:  # user_metadata that was a dict, as its JSON
+            self.strings[k] = _as_dict(self.strings[k])
+        # A frame keeps every key it was written with (fx_* of an FX frame, a forward line's text).
+        frames = [{"filename": f["filename"], "line": f["line"], "name": f["name"],
+                   **{k: v for k, v in f.items() if k not in ("filename", "line", "name")}} for f in obj["frames"]]
         self.stacks = [[frames[i] for i in stack] for stack in obj["stacks"]]
 
     def _frames(self, sid: int) -> list[dict]:
         return self.stacks[sid] if sid >= 0 else []
+
+    def _forward_frames(self, sid: int) -> list[str]:
+        """A forward stack back as torch's ``forward_frames``: its lines, outermost first."""
+        found = self._forward.get(sid)
+        if found is None:
+            found = self._forward[sid] = [f.get(FORWARD_TEXT, "") for f in reversed(self.stacks[sid])]
+        return found
 
     def _trace(self, device: int) -> list[dict]:
         if device < 0 or device > 4095:
@@ -152,15 +169,22 @@ class _Builder:
                 "frames": self._frames(segs["stack"][i]),
                 "blocks": [],
             })
+            sid = segs["fwd"][i] if "fwd" in segs else -1
+            if sid >= 0:
+                built[-1]["forward_frames"] = self._forward_frames(sid)
         blocks = obj["blocks"]
+        forward = blocks.get("fwd") or [-1] * len(blocks["address"])
         for i in range(len(blocks["address"])):
-            built[blocks["segment"][i]]["blocks"].append({
+            block = {
                 "address": _int(blocks["address"][i]),
                 "size": _int(blocks["size"][i]),
                 "requested_size": _int(blocks["requested_size"][i]),
                 "state": blocks["state"][i],
                 "frames": self._frames(blocks["stack"][i]),
-            })
+            }
+            if forward[i] >= 0:
+                block["forward_frames"] = self._forward_frames(forward[i])
+            built[blocks["segment"][i]]["blocks"].append(block)
         self.segments.extend(built)
 
     def _events(self, obj: dict) -> None:
@@ -174,9 +198,10 @@ class _Builder:
         no_frames: list = []
         columns = [obj[k] for k in ("action", "addr", "size", "stream", "time_us", "stack", "ctx", "meta",
                                     "device_free")]
+        columns.append(obj.get("fwd") or [-1] * len(columns[0]))
         for k in (1, 2, 3, 8):
             columns[k] = _ints(columns[k])
-        for action, addr, size, stream, t, sid, ctx, meta, device_free in zip(*columns):
+        for action, addr, size, stream, t, sid, ctx, meta, device_free, fwd in zip(*columns):
             name = actions[action]
             entry = {"action": name, "addr": addr, "size": size, "stream": stream, "time_us": t,
                      "compile_context": strings[ctx], "user_metadata": strings[meta]}
@@ -186,7 +211,17 @@ class _Builder:
                 entry["frames"] = stacks[sid] if sid >= 0 else no_frames
             if device_free != -1:
                 entry["device_free"] = device_free
+            if fwd >= 0:
+                entry["forward_frames"] = self._forward_frames(fwd)
             trace.append(entry)
+
+
+def _as_dict(text: str) -> object:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, dict) else text
 
 
 def _int(value: object) -> int:

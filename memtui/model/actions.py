@@ -18,6 +18,7 @@ SEGMENT_UNMAP = 6
 OOM = 7
 SNAPSHOT = 8
 FREE = 9  # older torch: a single free event, no request/completion split
+ANNOTATE = 10  # newer torch (_annotate_memory): user_metadata labelling the block live at addr
 
 KNOWN_ACTIONS = (
     "alloc",
@@ -30,6 +31,7 @@ KNOWN_ACTIONS = (
     "oom",
     "snapshot",
     "free",
+    "annotate",
 )
 
 # Block lifetimes: which actions start, request the end of, and end an allocation.

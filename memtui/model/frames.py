@@ -5,6 +5,14 @@ frame dicts are usually the same object. Interning goes by object identity first
 dict lookup per reference) and by content only for an object not seen before. A stack
 is a run of frame ids in a flat array (innermost frame first, as torch records them),
 addressed by a stack id.
+
+A frame is ``filename``, ``line`` and ``name``, plus any other keys torch wrote (the
+``fx_node_*`` and ``fx_original_trace`` of ``augment_with_fx_traces``): those are kept,
+in order, as the frame's *extras* and written back unchanged. A trace entry's
+``forward_frames`` (the forward pass's traceback of the op a backward allocation runs
+for, a list of formatted lines) becomes a stack too: each line a frame parsed from its
+``File "...", line N, in name`` header, carrying the line itself as the extra
+:data:`FORWARD_TEXT`, so it reads back exactly.
 """
 
 from __future__ import annotations
@@ -15,10 +23,14 @@ from itertools import compress, repeat
 import numpy as np
 
 from memtui.model.relevance import (
+    FORWARD_TEXT,
+    FX_ORIGINAL_TRACE,
+    is_generated_frame,
     is_internal_frame,
     is_native_frame,
     is_torch_frame,
     label_frames,
+    parse_traceback,
     short_native_name,
     shown_frames,
 )
@@ -26,6 +38,7 @@ from memtui.model.strings import StringTable, text_of
 
 NO_STACK = -1
 _WHOLE = slice(None)
+_PLAIN_KEYS = frozenset(("filename", "line", "name"))
 
 # Identity caches stop growing here: past it a file does not share its frame objects,
 # and keeping every one alive would cost more than interning by content.
@@ -53,16 +66,17 @@ def _text(value: object) -> str:
 
 
 class FrameTable:
-    """Distinct frames as columns: filename id, line, function-name id, and flags.
+    """Distinct frames as columns: filename id, line, function-name id, extras, and flags.
 
     Frames are keyed by their text while building; their strings enter the string table
     at :meth:`freeze`, in frame order, so string ids do not depend on how the trace was
-    cut into batches.
+    cut into batches. Extras are a CSR table: frame ``f``'s are the (key, value) string
+    ids ``extra_key[extra_offsets[f]:extra_offsets[f + 1]]`` (and ``extra_value``).
     """
 
     def __init__(self, strings: StringTable) -> None:
         self.strings = strings
-        self._keys: list[tuple[str, int, str]] = []
+        self._keys: list[tuple] = []
         self._by_content: dict[tuple, int] = {}
         self.filename = np.zeros(0, np.int32)
         self.line = np.zeros(0, np.int64)
@@ -70,15 +84,23 @@ class FrameTable:
         self.native = np.zeros(0, bool)
         self.user = np.zeros(0, bool)
         self.internal = np.zeros(0, bool)  # the recorder's and allocator's own frames (model/relevance.py)
+        self.generated = np.zeros(0, bool)  # code torch generated (FX graph modules, Inductor output)
+        self.forward = np.zeros(0, bool)  # a line of a forward_frames traceback
+        self.original = np.zeros(0, np.int32)  # an FX frame's original source frame (fx_original_trace), or -1
+        self.extra_offsets = np.zeros(1, np.int64)
+        self.extra_key = np.zeros(0, np.int32)
+        self.extra_value = np.zeros(0, np.int32)
 
     def intern(self, frame: object) -> int:
         if isinstance(frame, dict):
             filename, line, name = frame.get("filename", "??"), frame.get("line", 0), frame.get("name", "??")
+            extras = tuple((_text(k), _text(v)) for k, v in frame.items() if k not in _PLAIN_KEYS) \
+                if len(frame) > 3 or not _PLAIN_KEYS.issuperset(frame) else ()
         else:
-            filename, line, name = "??", 0, text_of(frame)
+            filename, line, name, extras = "??", 0, text_of(frame), ()
         if not isinstance(line, int) or isinstance(line, bool) or not 0 <= line < 1 << 62:
             line = 0
-        return self._intern_key((_text(filename), line, _text(name)))
+        return self._intern_key((_text(filename), line, _text(name), extras))
 
     def intern_plain(self, frame: object) -> int:
         """Like :meth:`intern`, but only for a frame dict of plain values."""
@@ -89,9 +111,21 @@ class FrameTable:
             raise UnplainValue("a frame holds a value that is not plain")
         if not 0 <= line < 1 << 62:
             line = 0
-        return self._intern_key((filename, line, name))
+        extras = ()
+        if len(frame) > 3 or not _PLAIN_KEYS.issuperset(frame):
+            extras = tuple((k, v) for k, v in frame.items() if k not in _PLAIN_KEYS)
+            if any(type(k) is not str or type(v) is not str for k, v in extras):
+                raise UnplainValue("a frame holds a value that is not plain")
+        return self._intern_key((filename, line, name, extras))
 
-    def _intern_key(self, key: tuple[str, int, str]) -> int:
+    def intern_forward(self, line: object) -> int:
+        """A frame for one formatted line of a ``forward_frames`` traceback."""
+        text = _text(line)
+        parsed = parse_traceback(text)
+        filename, number, name = parsed[0] if parsed else ("", 0, text.strip())
+        return self._intern_key((filename, number, name, ((FORWARD_TEXT, text),)))
+
+    def _intern_key(self, key: tuple) -> int:
         fid = self._by_content.get(key)
         if fid is None:
             fid = len(self._keys)
@@ -101,21 +135,56 @@ class FrameTable:
 
     def freeze(self) -> None:
         """Intern the frames' strings, turn the growing lists into numpy columns, compute flags."""
+        # The frames an FX frame's fx_original_trace names are frames of the table too:
+        # the label rule reads the innermost one in place of the generated line.
+        originals: dict[int, list[int]] = {}
+        for fid in range(len(self._keys)):
+            trace = next((v for k, v in self._keys[fid][3] if k == FX_ORIGINAL_TRACE), None)
+            if trace:
+                found = parse_traceback(trace)
+                if found:
+                    originals[fid] = [self._intern_key((f, n, name, ())) for f, n, name in reversed(found)]
         intern = self.strings.intern
-        ids = [(intern(filename), intern(name)) for filename, _, name in self._keys]
+        keys = self._keys
+        ids = [(intern(filename), intern(name)) for filename, _, name, _ in keys]
         self.filename = np.asarray([f for f, _ in ids], np.int32)
-        self.line = np.asarray([line for _, line, _ in self._keys], np.int64)
+        self.line = np.asarray([key[1] for key in keys], np.int64)
         self.name = np.asarray([n for _, n in ids], np.int32)
-        names = [self.strings[i] for i in self.filename.tolist()]
-        self.native = np.array([is_native_frame(f) for f in names], bool)
-        self.user = np.array([not is_native_frame(f) and not is_torch_frame(f) for f in names], bool)
-        functions = [self.strings[i] for i in self.name.tolist()]
-        self.internal = np.array([is_internal_frame(f, n) for f, n in zip(names, functions)], bool)
+        counts = [len(key[3]) for key in keys]
+        self.extra_offsets = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
+        self.extra_key = np.asarray([intern(k) for key in keys for k, _ in key[3]], np.int32)
+        self.extra_value = np.asarray([intern(v) for key in keys for _, v in key[3]], np.int32)
+        self.forward = np.array([any(k == FORWARD_TEXT for k, _ in key[3]) for key in keys], bool)
         self._keys = []
         self._by_content = {}
+        self.compute_flags(originals)
+
+    def compute_flags(self, originals: dict[int, list[int]] | None = None) -> None:
+        """The flags every view reads (model/relevance.py), from the columns."""
+        names = [self.strings[i] for i in self.filename.tolist()]
+        self.native = np.array([is_native_frame(f) for f in names], bool)
+        self.generated = np.array([is_generated_frame(f) for f in names], bool)
+        self.user = np.array([not is_native_frame(f) and not is_torch_frame(f) for f in names], bool) & ~self.generated
+        functions = [self.strings[i] for i in self.name.tolist()]
+        self.internal = np.array([is_internal_frame(f, n) for f, n in zip(names, functions)], bool)
+        if originals is not None:
+            self.original = np.full(len(names), -1, np.int32)
+            for fid, chain in originals.items():
+                # The original trace's own label: its innermost user frame, else its innermost.
+                users = [f for f in chain if self.user[f]]
+                self.original[fid] = users[0] if users else chain[0]
 
     def __len__(self) -> int:
         return len(self._keys) if self._keys else len(self.filename)
+
+    def extras(self, fid: int) -> list[tuple[str, str]]:
+        """The frame's keys beyond filename, line and name, as torch wrote them, in order."""
+        lo, hi = int(self.extra_offsets[fid]), int(self.extra_offsets[fid + 1])
+        strings = self.strings
+        return [(strings[int(k)], strings[int(v)]) for k, v in zip(self.extra_key[lo:hi], self.extra_value[lo:hi])]
+
+    def extra(self, fid: int, key: str) -> str | None:
+        return next((v for k, v in self.extras(fid) if k == key), None)
 
     def filename_of(self, fid: int) -> str:
         return self.strings[int(self.filename[fid])]
@@ -129,13 +198,15 @@ class FrameTable:
 
     def label_text(self, fid: int, short: bool = False) -> str:
         """How a label frame reads: ``file:line function`` (``short``: the file's name without
-        its folder), or for a C++ frame ``AddmmBackward0 (backward) [C++]``."""
-        if self.native[fid]:
+        its folder), for a C++ frame ``AddmmBackward0 (backward) [C++]``, and for a line of a
+        forward traceback (naming a backward allocation) ``model.py:12 forward (backward)``."""
+        if self.native[fid] and not self.forward[fid]:
             return f"{short_native_name(self.name_of(fid))} [C++]"
         filename = self.filename_of(fid)
         if short:
             filename = filename.replace("\\", "/").rsplit("/", 1)[-1]
-        return f"{filename}:{int(self.line[fid])} {self.name_of(fid)}"
+        text = f"{filename}:{int(self.line[fid])} {self.name_of(fid)}"
+        return f"{text} (backward)" if self.forward[fid] else text
 
 
 class StackTable:
@@ -155,6 +226,30 @@ class StackTable:
         self.flat = np.zeros(0, np.int32)
         self.offsets = np.zeros(1, np.int64)
         self.label = np.zeros(0, np.int32)  # label frame of each stack (model/relevance.py), or -1
+        self._forward_by_identity: dict[int, int] = {}
+        self._forward_by_content: dict[tuple, int] = {}
+
+    def intern_forward(self, lines: object) -> int:
+        """Stack id of a ``forward_frames`` list (formatted traceback lines, outermost first),
+        as a stack of parsed frames, innermost first like every other stack."""
+        if not lines:
+            return NO_STACK
+        sid = self._forward_by_identity.get(id(lines))
+        if sid is not None:
+            return sid
+        if isinstance(lines, str) or not isinstance(lines, (list, tuple)):
+            lines = [lines]  # a single string: one line of traceback
+        content = tuple(_text(line) for line in lines)
+        sid = self._forward_by_content.get(content)
+        if sid is None:
+            key = tuple(self.frames.intern_forward(line) for line in reversed(content))
+            sid = self._by_content.get(key)
+            if sid is None:
+                sid = self._add(key)
+            self._forward_by_content[content] = sid
+        self._forward_by_identity[id(lines)] = sid
+        self._keepalive.append(lines)
+        return sid
 
     def intern(self, frames: object) -> int:
         """Stack id of a list of frame dicts (NO_STACK for a missing or empty list)."""
@@ -278,6 +373,8 @@ class StackTable:
         self._token_items = {}
         self._by_frame_ids = {}
         self._by_content = {}
+        self._forward_by_identity = {}
+        self._forward_by_content = {}
         self.frames.freeze()
         self.flat = np.asarray(self._flat, np.int32)
         self.offsets = np.asarray(self._offsets, np.int64)
@@ -298,7 +395,12 @@ class StackTable:
         ids = self.frame_ids(sid)
         frames = self.frames
         names = [frames.name_of(int(f)) for f in ids] if len(ids) and frames.native[ids].all() else []
-        return label_frames(ids, names, frames.native, frames.user, frames.internal, depth)
+        return label_frames(ids, names, frames.native, frames.user, frames.internal, depth, frames.original)
+
+    def label_is_user(self) -> np.ndarray:
+        """Per stack: its label is a frame of the user's own code (not torch's, not C++)."""
+        labels = self.label
+        return (labels >= 0) & self.frames.user[np.maximum(labels, 0)] if len(labels) else np.zeros(0, bool)
 
     def _label_frame(self, sid: int) -> int:
         found = self.label_frames(sid)
@@ -310,8 +412,18 @@ class StackTable:
         return shown_frames(self.frame_ids(sid), frames.native, frames.internal, show_native)
 
     def frame_dict(self, fid: int) -> dict:
-        return {"filename": self.frames.filename_of(fid), "line": int(self.frames.line[fid]),
-                "name": self.frames.name_of(fid)}
+        """The frame as torch wrote it: filename, line, name and any extra keys (the fx_* of
+        an FX frame); a forward traceback line as its parsed parts and the line itself."""
+        out = {"filename": self.frames.filename_of(fid), "line": int(self.frames.line[fid]),
+               "name": self.frames.name_of(fid)}
+        if self.frames.extra_offsets[fid + 1] > self.frames.extra_offsets[fid]:
+            out.update(self.frames.extras(fid))
+        return out
+
+    def forward_lines(self, sid: int) -> list[str]:
+        """A forward stack back as the ``forward_frames`` torch wrote (outermost first)."""
+        frames = self.frames
+        return [frames.extra(int(f), FORWARD_TEXT) or "" for f in self.frame_ids(sid)[::-1]]
 
     def top_frame_text(self, sid: int) -> str:
         """The stack's label frame as text (:meth:`FrameTable.label_text`), or '' if none."""

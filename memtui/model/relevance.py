@@ -14,6 +14,21 @@ An allocation's *label frame* is, in order of preference:
    that names the operation: the backward node (``AddmmBackward0``, also when it releases
    its saved tensors), else the ATen op (``aten::addmm``), else the autograd engine,
    else the innermost frame past the internal ones.
+
+Code torch *generated* is never the user's: an FX graph module's ``forward``
+(``fx_generated_<hash>.py`` with ``enrich_profiler_metadata``, ``<eval_with_key>.N``
+without) and Inductor's output code. A generated frame that carries
+``fx_original_trace`` (``augment_with_fx_traces``) stands for the line of the model that
+the FX node came from: in rule 1 and 2 it counts as that original frame (the innermost
+user frame of the original trace, else its innermost frame), so a compiled region's
+allocation is labelled by the model's own line; one without falls through to the user's
+code that called the compiled region.
+
+An *event* is labelled by its stack's label when that is the user's own code; else, when
+the entry has ``forward_frames`` (recorded in backward with anomaly mode on), by the
+forward traceback's label, the line whose backward allocated (``model.py:12 forward
+(backward)``); else by its stack's label as above. The same choice groups allocations
+by call site (:func:`site_stacks`).
 """
 
 from __future__ import annotations
@@ -21,6 +36,12 @@ from __future__ import annotations
 import re
 
 import numpy as np
+
+# Frame keys beyond filename/line/name that memtui reads (torch's augment_with_fx_traces),
+# and the extra under which a forward traceback line keeps its own text.
+FX_NODE_OP, FX_NODE_NAME, FX_NODE_TARGET, FX_ORIGINAL_TRACE = (
+    "fx_node_op", "fx_node_name", "fx_node_target", "fx_original_trace")
+FORWARD_TEXT = "forward_frame"
 
 # Frames whose filename is one of these, or ends so, are native (C++) frames.
 _NATIVE_FILENAMES = ("??", "")
@@ -48,6 +69,26 @@ _AUTOGRAD_ENGINE = re.compile(r"torch::autograd::Engine::\w+")
 def is_native_frame(filename: str) -> bool:
     """True for C++/interpreter frames (filename '??', '' or a C/C++ source)."""
     return filename in _NATIVE_FILENAMES or filename.endswith(_NATIVE_SUFFIXES)
+
+
+_GENERATED = re.compile(r"(?:^|/)(?:fx_generated_\w*\.py|<eval_with_key>\.\d+)$|/torchinductor_[^/]*/")
+_TRACEBACK_LINE = re.compile(r'^\s*File "(.*)", line (\d+), in (.*)$')
+
+
+def is_generated_frame(filename: str) -> bool:
+    """True for code torch generated: FX graph modules and Inductor's output."""
+    return bool(_GENERATED.search(filename.replace("\\", "/")))
+
+
+def parse_traceback(text: str) -> list[tuple[str, int, str]]:
+    """(filename, line, function) of each ``File "...", line N, in name`` line of a formatted
+    traceback (``traceback.format_stack``, FX's ``stack_trace``), outermost first."""
+    found = []
+    for line in text.splitlines():
+        m = _TRACEBACK_LINE.match(line)
+        if m:
+            found.append((m.group(1), int(m.group(2)), m.group(3).strip()))
+    return found
 
 
 def is_torch_frame(filename: str) -> bool:
@@ -88,11 +129,14 @@ def short_native_name(name: str) -> str:
 
 
 def label_frames(ids: np.ndarray, names: list[str], native: np.ndarray, user: np.ndarray, internal: np.ndarray,
-                 depth: int = 1) -> tuple[int, ...]:
+                 depth: int = 1, original: np.ndarray | None = None) -> tuple[int, ...]:
     """The label frame of one stack (module docstring), and with ``depth`` > 1 the next
-    frames of the same kind outwards. ``names`` are the function names of ``ids``."""
+    frames of the same kind outwards. ``names`` are the function names of ``ids``;
+    ``original`` maps an FX frame to the frame its fx_original_trace names (or -1)."""
     if len(ids) == 0:
         return ()
+    if original is not None and len(original) and (original[ids] >= 0).any():
+        ids = np.where(original[ids] >= 0, original[ids], ids)
     picked = ids[user[ids]]
     if not len(picked):
         picked = ids[~native[ids]]
@@ -104,6 +148,17 @@ def label_frames(ids: np.ndarray, names: list[str], native: np.ndarray, user: np
                 return (int(fid),)
     outside = ids[~internal[ids]]
     return (int(outside[0]) if len(outside) else int(ids[0]),)
+
+
+def site_stacks(stack: np.ndarray, forward: np.ndarray, label_is_user: np.ndarray) -> np.ndarray:
+    """The stack that names each entry (module docstring): its own when its label is the
+    user's code or it has no forward traceback, else the forward traceback's."""
+    stack = np.asarray(stack)
+    forward = np.asarray(forward)
+    if not len(forward) or not (forward >= 0).any():
+        return stack
+    own_is_user = np.append(label_is_user, False)[np.where(stack >= 0, stack, len(label_is_user))]
+    return np.where((forward >= 0) & ~own_is_user, forward, stack).astype(stack.dtype)
 
 
 def shown_frames(ids: np.ndarray, native: np.ndarray, internal: np.ndarray, show_native: bool = False) -> list[int]:

@@ -18,6 +18,8 @@ ALLOCATED = 0
 PENDING_FREE = 1
 INACTIVE = 2
 BLOCK_STATES = ["active_allocated", "active_pending_free", "inactive"]
+DEFAULT_POOL = (0, 0)
+
 # State codes are int16; names past this many (a broken or hostile file) share one code.
 MAX_STATE_NAMES = 4096
 OTHER_STATES = "(other states)"
@@ -38,6 +40,7 @@ class SegmentTable:
     block_start: np.ndarray
     block_count: np.ndarray
     pools: list[tuple]
+    fwd: np.ndarray  # stack id of the segment's forward_frames, -1 when none
 
     def __len__(self) -> int:
         return len(self.address)
@@ -52,6 +55,7 @@ class BlockTable:
     stack: np.ndarray
     segment: np.ndarray
     state_names: list[str]
+    fwd: np.ndarray  # stack id of the block's forward_frames (allocated in backward), -1 when none
 
     def __len__(self) -> int:
         return len(self.address)
@@ -71,8 +75,8 @@ def build_segments(
     pools: list[tuple] = []
     pool_ids: dict[tuple, int] = {}
 
-    seg_pool, seg_type, seg_stack, block_start, block_count = [], [], [], [], []
-    b_addr, b_size, b_req, b_state, b_stack, b_seg = [], [], [], [], [], []
+    seg_pool, seg_type, seg_stack, seg_fwd, block_start, block_count = [], [], [], [], [], []
+    b_addr, b_size, b_req, b_state, b_stack, b_seg, b_fwd = [], [], [], [], [], [], []
     for si, seg in enumerate(segments):
         pool = _pool_key(seg.get("segment_pool_id", (0, 0)))
         if pool not in pool_ids:
@@ -81,6 +85,7 @@ def build_segments(
         seg_pool.append(pool_ids[pool])
         seg_type.append(strings.intern(seg.get("segment_type", "large")))
         seg_stack.append(stacks.intern(seg.get("frames")))
+        seg_fwd.append(stacks.intern_forward(seg.get("forward_frames")))
         blocks = sorted(seg["blocks"], key=lambda b: _sortable(b.get("address")))
         block_start.append(len(b_addr))
         block_count.append(len(blocks))
@@ -97,6 +102,7 @@ def build_segments(
             b_req.append(block["requested_size"])
             b_state.append(state_codes[state])
             b_stack.append(stacks.intern(block.get("frames")))
+            b_fwd.append(stacks.intern_forward(block.get("forward_frames")))
             b_seg.append(si)
 
     def col(key: str, wide: bool = False) -> np.ndarray:
@@ -116,6 +122,7 @@ def build_segments(
         block_start=np.asarray(block_start, np.int64),
         block_count=np.asarray(block_count, np.int64),
         pools=pools,
+        fwd=np.asarray(seg_fwd, np.int32),
     )
     block_table = BlockTable(
         address=int_column(b_addr, "block address", warnings, wide=True),
@@ -125,8 +132,41 @@ def build_segments(
         stack=np.asarray(b_stack, np.int32),
         segment=np.asarray(b_seg, np.int32),
         state_names=state_names,
+        fwd=np.asarray(b_fwd, np.int32),
     )
     return seg_table, block_table
+
+
+def pool_kind(pool: tuple) -> str:
+    """``default``, ``graph`` or ``mempool``: which kind of pool torch's id names.
+
+    torch numbers a pool it makes for a CUDA graph captured without ``pool=`` ``(N, 0)``,
+    and one made by ``torch.cuda.MemPool()`` or ``graph_pool_handle()`` (which
+    ``torch.compile``'s CUDA graphs share) ``(0, N)``; the default pool is ``(0, 0)``.
+    """
+    pool = tuple(pool)
+    if pool == DEFAULT_POOL:
+        return "default"
+    if len(pool) == 2 and all(isinstance(v, int) for v in pool):
+        if pool[1] == 0 and pool[0] > 0:
+            return "graph"
+        if pool[0] == 0 and pool[1] > 0:
+            return "mempool"
+    return "private"
+
+
+def pool_name(pool: tuple) -> str:
+    """How a pool is named in every view: ``default pool``, ``graph pool 1`` (a CUDA graph's
+    own), ``mempool 2`` (MemPool / graph_pool_handle), else ``pool (a, b)``."""
+    pool = tuple(pool)
+    kind = pool_kind(pool)
+    if kind == "default":
+        return "default pool"
+    if kind == "graph":
+        return f"graph pool {pool[0]}"
+    if kind == "mempool":
+        return f"mempool {pool[1]}"
+    return f"pool ({', '.join(map(str, pool))})"
 
 
 def _pool_key(pool: object) -> tuple:

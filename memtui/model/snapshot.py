@@ -13,8 +13,10 @@ from memtui.errors import SnapshotError, UsageError
 from memtui.model import actions as act
 from memtui.model.actions import ActionTable
 from memtui.model.address_n import format_address_n, names_segment, parse_address_candidates
+from memtui.model.annotations import Annotations, link_annotations
 from memtui.model.frames import FrameTable, StackTable
 from memtui.model.lifetimes import NONE, Lifetimes, compute_lifetimes
+from memtui.model.relevance import site_stacks
 from memtui.model.segments import ALLOCATED, PENDING_FREE, BlockTable, SegmentTable, build_segments
 from memtui.model.stackless import last_stacked_before, stackless_context
 from memtui.model.strings import StringTable, terminal_safe, terminal_safe_value, text_of
@@ -83,6 +85,24 @@ class DeviceModel:
     def oom_indices(self) -> np.ndarray:
         return np.nonzero(self.trace.action == act.OOM)[0]
 
+    # -- what the trace says beyond allocs and frees ---------------------------------------
+    @cached_property
+    def annotations(self) -> Annotations:
+        """The ``annotate`` entries and the allocation each labels (model/annotations.py)."""
+        trace = self.trace
+        return link_annotations(trace.action, trace.addr, self.lives, self.blocks, self.block_version,
+                                self.block_life)
+
+    @cached_property
+    def ghost_blocks(self) -> np.ndarray:
+        """Per block of the snapshot: live, yet no event of the trace is its allocation's
+        (allocated before recording began, or its alloc fell off the ring buffer, with no
+        free since). memory_viz calls these ghost blocks. None in a file with no trace."""
+        blocks = self.blocks
+        if not len(self.trace):
+            return np.zeros(len(blocks), bool)
+        return ((blocks.state == ALLOCATED) | (blocks.state == PENDING_FREE)) & (self.block_life == NONE)
+
     # -- events without a stack (model/stackless.py) ---------------------------------
     @cached_property
     def last_stacked_before(self) -> np.ndarray:
@@ -116,9 +136,14 @@ class DeviceModel:
 
     # -- address_n ---------------------------------------------------------------------
     def event_address_n(self, i: int) -> str:
-        """address_n of trace event ``i`` ('' for events without one)."""
+        """address_n of trace event ``i`` ('' for events without one); for an ``annotate``
+        entry, the allocation it labels."""
         if self.source_version is not None:
             return self._source_address_n(i)
+        if int(self.trace.action[i]) == act.ANNOTATE:
+            row = self.annotations.row_of_event(i)
+            version = int(self.annotations.version[row]) if row != NONE else NONE
+            return format_address_n(self.trace.addr[i], version) if version != NONE else ""
         version = int(self.lives.event_version[i])
         if version != NONE:
             return format_address_n(self.trace.addr[i], version)
@@ -210,6 +235,35 @@ class Snapshot:
     header: dict | None = None  # present when opened from a memtui export
     warnings: list[str] = field(default_factory=list)
     traced_devices: int = 0  # how many device traces the file holds (0 for a bare segment list)
+    _site_stacks: dict = field(default_factory=dict, repr=False, compare=False)
+
+    # -- the recording ----------------------------------------------------------------------
+    @property
+    def trace_overflowed(self) -> bool:
+        """Newer torch says in ``allocator_settings`` when the trace's ring buffer wrapped
+        (``trace_alloc_overflowed``): every trace then starts mid-run."""
+        return self.allocator_settings.get("trace_alloc_overflowed") is True
+
+    @property
+    def trace_max_entries(self) -> int | None:
+        """The ring buffer's size (``trace_alloc_max_entries``), when the file says."""
+        value = self.allocator_settings.get("trace_alloc_max_entries")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def site_stacks(self, device: int) -> np.ndarray:
+        """Per event: the stack that names it (model/relevance.py): its own, or for a backward
+        allocation without a user frame, its forward traceback's."""
+        found = self._site_stacks.get(device)
+        if found is None:
+            trace = self.devices[device].trace
+            found = site_stacks(trace.stack, trace.fwd, self.stacks.label_is_user())
+            self._site_stacks[device] = found
+        return found
+
+    def block_site_stacks(self, device: int) -> np.ndarray:
+        """Per block of the snapshot: the stack that names it (as :meth:`site_stacks`)."""
+        blocks = self.devices[device].blocks
+        return site_stacks(blocks.stack, blocks.fwd, self.stacks.label_is_user())
 
     @property
     def name(self) -> str:
@@ -260,9 +314,10 @@ class Snapshot:
         return []
 
     def event_top_frame(self, device: int, i: int, short: bool = False) -> str:
-        """The label of event ``i``: its stack's label frame, or for an event recorded without
-        a stack what is known of it (``(backward) train.py:47 main``), or ''."""
-        sid = int(self.devices[device].trace.stack[i])
+        """The label of event ``i``: its stack's label frame (a backward allocation's forward
+        traceback's, model/relevance.py), or for an event recorded without a stack what is
+        known of it (``(backward) train.py:47 main``), or ''."""
+        sid = int(self.site_stacks(device)[i])
         if sid >= 0:
             return self.stacks.frames.label_text(int(self.stacks.label[sid]), short)
         context = stackless_context(self, device, i)
@@ -315,8 +370,8 @@ def assemble_model(raw: dict, columns: list[TraceColumns], tables: ModelTables, 
     for d in range(n_devices):
         trace = columns[d]
         seg_table, block_table = tables_per_device[d]
-        lives = compute_lifetimes(trace.action, trace.addr, trace.size, act.BLOCK_START,
-                                  (act.FREE_REQUESTED,), act.BLOCK_END)
+        request_codes, end_codes = block_end_codes(trace.action, block_table)
+        lives = compute_lifetimes(trace.action, trace.addr, trace.size, act.BLOCK_START, request_codes, end_codes)
         segment_lives = compute_lifetimes(trace.action, trace.addr, trace.size, act.SEGMENT_START, (),
                                           act.SEGMENT_END)
         block_version, block_life = _link_blocks(block_table, lives)
@@ -367,6 +422,23 @@ def _attach_source_rows(dev: DeviceModel, raw: dict) -> None:
     if len(index) != n or len(version) != n or (n > 1 and not (np.diff(index) > 0).all()) or (n and index[0] < 0):
         return  # an export without these columns (or damaged ones): number the rows as they are
     dev.source_index, dev.source_version = index, version.astype(np.int32)
+
+
+def block_end_codes(action: np.ndarray, blocks: BlockTable) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Which actions request and end an allocation in this trace.
+
+    Normally ``free_requested`` asks and ``free_completed`` (or an old single ``free``)
+    ends. A recording made with ``skip_actions=["free_completed"]`` has no completions:
+    then each ``free_requested`` ends its allocation, else every later allocation at the
+    address would read as the same one. A trace whose only frees are requests still
+    pending at snapshot time keeps the usual reading.
+    """
+    if len(action) and not np.isin(action, act.BLOCK_END).any():
+        requests = int(np.count_nonzero(action == act.FREE_REQUESTED))
+        pending = int(np.count_nonzero(blocks.state == PENDING_FREE))
+        if requests > pending:
+            return (), (act.FREE_REQUESTED,)
+    return (act.FREE_REQUESTED,), act.BLOCK_END
 
 
 def _link_blocks(blocks: BlockTable, lives: Lifetimes) -> tuple[np.ndarray, np.ndarray]:

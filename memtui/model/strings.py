@@ -83,6 +83,7 @@ class StringTable:
         self.values: list[str] = []
         self._ids: dict[str, int] = {}
         self.escaped = 0  # how many distinct strings needed escaping (for `memtui check`)
+        self.dict_ids: set[int] = set()  # strings that stand for a dict (user_metadata given as one)
         for value in values or []:
             self.intern(value)
 

@@ -20,6 +20,7 @@ from memtui.errors import SnapshotError
 from memtui.model.actions import ActionTable
 from memtui.model.columns import float_column, int_column
 from memtui.model.frames import FrameTable, StackTable, UnplainValue
+from memtui.model.metadata import dict_text
 from memtui.model.strings import StringTable, text_of
 
 NO_VALUE = -1
@@ -45,8 +46,9 @@ class TraceColumns:
     time_us: np.ndarray  # float64, NaN when the entry had no time
     stack: np.ndarray  # int32 stack id, -1 when the entry had no frames
     ctx: np.ndarray  # int32 string id of compile_context
-    meta: np.ndarray  # int32 string id of user_metadata
+    meta: np.ndarray  # int32 string id of user_metadata (a dict as its compact JSON)
     device_free: np.ndarray  # int64, -1 except on oom entries
+    fwd: np.ndarray  # int32 stack id of forward_frames (the forward traceback of a backward op), -1 when none
 
     def __len__(self) -> int:
         return len(self.action)
@@ -69,6 +71,10 @@ class ModelTables:
         return cls(strings, frames, StackTable(frames), ActionTable())
 
 
+class _DictValue(tuple):
+    """A dict where a string belongs (user_metadata), keyed by its compact JSON."""
+
+
 class _LocalStrings:
     """Strings of one column, numbered locally until the trace is finished."""
 
@@ -79,13 +85,14 @@ class _LocalStrings:
     def column(self, values: list, strict: bool) -> np.ndarray:
         try:
             local = list(map(self.ids.get, values, repeat(-1)))
-        except TypeError:  # a list or dict where a string belongs: keyed by its text
-            values = [v if _is_hashable(v) else text_of(v) for v in values]
+        except TypeError:  # a list or dict where a string belongs: a dict by its JSON, else its text
+            values = [v if _is_hashable(v) else _DictValue((dict_text(v),)) if isinstance(v, dict) else text_of(v)
+                      for v in values]
             local = list(map(self.ids.get, values, repeat(-1)))
         if -1 in local:
             for i, v in enumerate(values):
                 if local[i] == -1:
-                    if strict and type(v) is not str and v is not None:
+                    if strict and type(v) is not str and v is not None and type(v) is not _DictValue:
                         raise UnplainValue(f"a string field holds a {type(v).__name__}")
                     local[i] = self._add(v)
         return np.asarray(local, np.int32)
@@ -98,7 +105,15 @@ class _LocalStrings:
         return found
 
     def to_global(self, strings: StringTable) -> np.ndarray:
-        return np.asarray([strings.intern(v) for v in self.values] or [0], np.int32)
+        ids = []
+        for v in self.values:
+            if type(v) is _DictValue:
+                sid = strings.intern(v[0])
+                strings.dict_ids.add(sid)
+            else:
+                sid = strings.intern(v)
+            ids.append(sid)
+        return np.asarray(ids or [0], np.int32)
 
 
 def _is_hashable(value: object) -> bool:
@@ -191,6 +206,7 @@ class TraceBuilder:
         self._meta = _Column(np.int32)
         self._ints = {name: _Column(np.int64) for _, _, name, _ in _INT_FIELDS}
         self._device_free = _Column(np.int64)
+        self._fwd = _Column(np.int32)
         self._time = _Column(np.float64)
         self._ctx_strings = _LocalStrings()
         self._meta_strings = _LocalStrings()
@@ -227,7 +243,20 @@ class TraceBuilder:
             self._device_free.add([e.get("device_free", NO_VALUE) for e in entries], strict)
         else:
             self._device_free._append(np.full(len(entries), NO_VALUE, np.int64))
+        if any(map(dict.__contains__, entries, repeat("forward_frames"))):
+            self._fwd._append(self._forward_of(entries))
+        else:
+            self._fwd._append(np.full(len(entries), -1, np.int32))
         self.count += len(entries)
+
+    def _forward_of(self, entries: list) -> np.ndarray:
+        intern = self.tables.stacks.intern_forward
+        if self.strict:
+            for e in entries:
+                lines = e.get("forward_frames")
+                if lines is not None and (type(lines) is not list or any(type(x) is not str for x in lines)):
+                    raise UnplainValue("forward_frames is not a list of strings")
+        return np.asarray([intern(e.get("forward_frames")) for e in entries], np.int32)
 
     def _action_codes(self, action) -> np.ndarray:
         codes = self._codes
@@ -286,6 +315,7 @@ class TraceBuilder:
             ctx=ctx_ids[self._ctx.concatenate()],
             meta=meta_ids[self._meta.concatenate()],
             device_free=device_free,
+            fwd=self._fwd.concatenate(),
         )
 
     @staticmethod
