@@ -10,6 +10,7 @@ _KEY_NAMES = {
     "backslash": "\\",
     "left_square_bracket": "[", "right_square_bracket": "]", "tab": "Tab", "shift+tab": "Shift+Tab",
     "ctrl+p": "Ctrl+P", "ctrl+c": "Ctrl+C", "ctrl+q": "Ctrl+Q",
+    "comma": ",", "full_stop": ".", "less_than_sign": "<", "greater_than_sign": ">", "space": "Space",
 }
 
 
@@ -31,8 +32,11 @@ def _rows(bindings: list) -> list[tuple[str, str]]:
 def key_reference() -> list[tuple[str, list[tuple[str, str]]]]:
     """(section, [(keys, what they do)]) for every key of the explorer."""
     from memtui.tui.app import MemtuiApp
+    from memtui.tui.screens.breakdown import BreakdownScreen
     from memtui.tui.screens.detail import DetailScreen
     from memtui.tui.screens.main import SCREEN_KEYS
+    from memtui.tui.widgets.breakdown_pane import BreakdownPane
+    from memtui.tui.widgets.call_tree import CallTree
     from memtui.tui.widgets.event_log import EventLog
     from memtui.tui.widgets.segment_map import SegmentMap
     from memtui.tui.widgets.stack_inspector import StackInspector
@@ -47,6 +51,9 @@ def key_reference() -> list[tuple[str, list[tuple[str, str]]]]:
         ("Search bar", [("Enter", "Search"), ("Esc", "Close search")]),
         ("Filter bar", [("Enter", "Apply the filter (docs/filter.md)"), ("Esc", "Clear the filter")]),
         ("Event detail", _rows(DetailScreen.BINDINGS)),
+        ("Breakdown pane (b)", _rows(BreakdownPane.BINDINGS)),
+        ("Breakdown screen (B)", _rows(BreakdownScreen.BINDINGS)),
+        ("Call tree", _rows(CallTree.BINDINGS)),
     ]
 
 

@@ -25,6 +25,7 @@ from memtui.model import actions as act
 from memtui.model.lifetimes import NONE
 from memtui.tui import navigation
 from memtui.tui.analysis_actions import ANALYSIS_KEYS, ANALYSIS_PALETTE, AnalysisActions
+from memtui.tui.breakdown_actions import BREAKDOWN_KEYS, BREAKDOWN_PALETTE, BreakdownActions
 from memtui.tui.device_view import DeviceView, build_device_view
 from memtui.tui.filter_actions import FILTER_KEYS, FILTER_PALETTE, FilterActions
 from memtui.tui.inspector_content import block_lines, event_lines, segment_lines
@@ -64,8 +65,8 @@ PALETTE_EXTRA = [
     ("toggle_map_mode", "Segment map: map/list", "Switch the segment map between bars and an exact list"),
     ("detail", "Event detail", "Open the full detail of the selected event"),
 ]
-SCREEN_KEYS += ANALYSIS_KEYS + FILTER_KEYS
-PALETTE_EXTRA += ANALYSIS_PALETTE + FILTER_PALETTE
+SCREEN_KEYS += ANALYSIS_KEYS + FILTER_KEYS + BREAKDOWN_KEYS
+PALETTE_EXTRA += ANALYSIS_PALETTE + FILTER_PALETTE + BREAKDOWN_PALETTE
 # The footer shows the keys marked shown above, in this order, so that the ones a newcomer
 # needs first fit in 80 columns (after the focused pane's own keys); every key is in `?`
 # help and the palette.
@@ -78,7 +79,7 @@ TIMELINE_MIN_HEIGHT = 30  # the plot hides until t asks for it (80x24: 8 event r
 TINY_HEIGHT = 16  # the summary hides and the event log takes 3/5 of what is left (40x12)
 
 
-class MainScreen(FilterActions, AnalysisActions, Screen):
+class MainScreen(BreakdownActions, FilterActions, AnalysisActions, Screen):
     BINDINGS = [Binding(key, action, description, show=show) for key, action, description, show in
                 sorted(SCREEN_KEYS, key=lambda k: FOOTER_ORDER.index(k[0]) if k[0] in FOOTER_ORDER else 99)]
 

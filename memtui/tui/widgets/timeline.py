@@ -3,12 +3,20 @@
 Each column stands for a slice of events and shows its maximum, so short spikes stay
 visible however long the trace. Annotation starts are marked under the plot and the
 event cursor is marked on the same axis line, as are the events a filter matches.
+
+Stacked by category (:meth:`Timeline.set_stacked`), each column shows the allocated bytes
+at its slice's peak split into parameters, gradients, optimizer state, activations, ...
+(memtui/analysis/categories.py), one colour each: activations rise in forward and fall in
+backward, the optimizer state appears at the first step.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from rich.segment import Segment
+from rich.style import Style
 from textual import events
 from textual.message import Message
 from textual.strip import Strip
@@ -16,12 +24,16 @@ from textual.widget import Widget
 
 from memtui.tui.device_view import DeviceView
 from memtui.tui.plot import BAND, FILL, LINE, column_of_event, event_of_column, raster
+from memtui.tui.stacked_plot import CATEGORY_COLOURS, NONE, category_css, peak_points, stacked_raster
 from memtui.units import format_bytes
 
 LABEL_WIDTH = 11
 CURSOR_MARK = "▲"
 ANNOTATION_MARK = "╵"
 MATCH_MARK = "•"
+# Legend names of the built-in categories (memtui/analysis/categories.py); a user's own keep theirs.
+SHORT_NAMES = {"parameters": "params", "gradients": "grads", "optimizer_state": "optim",
+               "activations": "activ", "temporaries": "temp", "other": "other", "unknown": "unknown"}
 
 
 class Timeline(Widget):
@@ -38,9 +50,10 @@ class Timeline(Widget):
         & > .timeline--annotation { color: $secondary; }
         & > .timeline--match { color: $accent; text-style: bold; }
     }
-    """
+    """ + category_css("Timeline", "timeline--category")
     COMPONENT_CLASSES = {"timeline--allocated", "timeline--band", "timeline--reserved", "timeline--muted",
-                         "timeline--cursor", "timeline--annotation", "timeline--match"}
+                         "timeline--cursor", "timeline--annotation", "timeline--match",
+                         *(f"timeline--category-{k}" for k in range(len(CATEGORY_COLOURS)))}
 
     class Seek(Message):
         """A click on the plot: go to this event."""
@@ -49,6 +62,18 @@ class Timeline(Widget):
             super().__init__()
             self.event = event
 
+    class CursorChanged(Message):
+        """The cursor was set (moved, or shown again after a change of device): views that
+        follow the cursor, such as the breakdown pane, update from it. Worth nothing once a
+        newer one is queued behind it (a held key costs one update, not one per step)."""
+
+        def __init__(self, event: int) -> None:
+            super().__init__()
+            self.event = event
+
+        def can_replace(self, message: Message) -> bool:
+            return type(message) is type(self)
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._view: DeviceView | None = None
@@ -56,12 +81,33 @@ class Timeline(Widget):
         self._cache: dict[tuple, list[Strip]] = {}
         self._marks: np.ndarray | None = None  # sorted events a filter matched
         self._mark_columns: tuple[int, np.ndarray] | None = None
+        # Stacked by category: bytes per category at sorted events, and the category names.
+        self._values_at: Callable[[np.ndarray], np.ndarray] | None = None
+        self._category_names: list[str] = []
+        self._present: list[int] = []  # categories with bytes in the drawn columns
 
     def set_view(self, view: DeviceView) -> None:
         self._view = view
         self._cache.clear()
         self._mark_columns = None
         self.refresh()
+
+    @property
+    def stacked(self) -> bool:
+        return self._values_at is not None
+
+    def set_stacked(self, values_at: Callable[[np.ndarray], np.ndarray] | None, names: list[str] | None = None) -> None:
+        """Draw allocated memory stacked by category: ``values_at(events)`` gives bytes per
+        category (rows, in ``names`` order) after each of the sorted ``events``; None draws
+        the allocated and reserved curves again."""
+        self._values_at = values_at
+        self._category_names = list(names or [])
+        self._cache.clear()
+        self.refresh()
+
+    def category_style(self, k: int) -> Style:
+        """The colour of category ``k`` (shared with the breakdown pane)."""
+        return self.get_component_rich_style(f"timeline--category-{min(k, len(CATEGORY_COLOURS) - 1)}")
 
     def set_marks(self, events: np.ndarray | None) -> None:
         """Mark the columns holding these (sorted) events on the axis; None removes the marks."""
@@ -81,6 +127,7 @@ class Timeline(Widget):
         if event != self._cursor:
             self._cursor = event
             self.refresh()
+        self.post_message(self.CursorChanged(event))
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
@@ -101,9 +148,13 @@ class Timeline(Widget):
         return plot[y - 1] if 0 <= y - 1 < len(plot) else Strip.blank(width, self.rich_style)
 
     def _plot_strips(self, width: int, height: int) -> list[Strip]:
-        key = (width, height)
+        key = (width, height, self.stacked)
         strips = self._cache.get(key)
         if strips is not None:
+            return strips
+        if self.stacked:
+            strips = self._stacked_strips(width, height)
+            self._cache = {key: strips}
             return strips
         view = self._view
         rows, cols = max(0, height - 2), self._plot_width(width)
@@ -130,6 +181,42 @@ class Timeline(Widget):
         self._cache = {key: strips}
         return strips
 
+    def _stacked_strips(self, width: int, height: int) -> list[Strip]:
+        view = self._view
+        rows, cols = max(0, height - 2), self._plot_width(width)
+        points = peak_points(view.allocated, cols) if view.n_events else np.zeros(0, np.int64)
+        values = self._values_at(points) if len(points) else np.zeros((len(self._category_names), 0), np.int64)
+        self._present = [k for k in range(len(values)) if values[k].any()]
+        top = max(int(values.sum(axis=0).max()) if values.size else 0, 1)
+        picture = stacked_raster(values, rows, top)
+        muted = self.get_component_rich_style("timeline--muted")
+        plain = self.rich_style
+        colours = [self.category_style(k).color for k in range(len(values))]
+        strips = []
+        for r in range(rows):
+            label = format_bytes(top) if r == 0 else ("0 B" if r == rows - 1 else "")
+            axis = f"{label:>{LABEL_WIDTH - 2}} ┤" if r in (0, rows - 1) else " " * (LABEL_WIDTH - 1) + "│"
+            segments = [Segment(axis, muted)]
+            chars, fg, bg = picture.chars[r], picture.fg[r], picture.bg[r]
+            start = 0
+            for c in range(1, cols + 1):
+                if c == cols or fg[c] != fg[start] or bg[c] != bg[start]:
+                    style = plain + Style(color=colours[fg[start]] if fg[start] != NONE else None,
+                                          bgcolor=colours[bg[start]] if bg[start] != NONE else None)
+                    segments.append(Segment("".join(chars[start:c]), style))
+                    start = c
+            strips.append(Strip(segments).crop_extend(0, width, plain))
+        return strips
+
+    def _stacked_legend(self, width: int, at: str, alloc: int) -> Strip:
+        muted = self.get_component_rich_style("timeline--muted")
+        segments = [Segment(" " + at, muted), Segment(format_bytes(alloc) + " ", self.rich_style)]
+        for k in self._present or range(len(self._category_names)):
+            name = self._category_names[k]
+            segments.append(Segment("■", self.category_style(k)))
+            segments.append(Segment(SHORT_NAMES.get(name, name) + " ", self.rich_style))
+        return Strip(segments).crop_extend(0, width, self.rich_style)
+
     def _legend(self, width: int) -> Strip:
         view, i = self._view, self._cursor
         n = view.n_events
@@ -142,6 +229,9 @@ class Timeline(Widget):
         else:
             at = "no trace events: "
             alloc, reserved = view.device.allocated, view.device.reserved
+        if self.stacked:
+            self._plot_strips(width, self.size.height)  # which categories are drawn
+            return self._stacked_legend(width, at, alloc)
         segments = [
             Segment(" " + at, muted),
             Segment("⣿ allocated ", fill), Segment(format_bytes(alloc) + "  ", self.rich_style),

@@ -1,0 +1,179 @@
+"""The explorer's breakdown keys: `b` shows bytes per category at the cursor in place of the
+stack inspector (and follows the cursor), `B` opens the live set as a call tree at the
+cursor, `T` draws the timeline stacked by category.
+
+Mixed into the main screen, which provides ``current_view``, ``cursor``, ``inspector``,
+``segment_map``, ``status``, ``go_to`` and ``action_toggle_timeline``. Every category is
+decided once per device in a worker (memtui/tui/breakdown_view.py); after that a cursor
+move costs one sum over the live set the explorer has already replayed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual import work
+from textual.message import Message
+
+from memtui.analysis.category_rules import CategoryRules, load_rules
+from memtui.errors import MemtuiError
+from memtui.tui.breakdown_view import DeviceBreakdown, build_device_breakdown
+from memtui.tui.widgets.breakdown_pane import BreakdownPane
+from memtui.tui.widgets.timeline import Timeline
+
+# (key, action, description, shown in the footer), as the main screen lists its keys.
+BREAKDOWN_KEYS = [
+    ("b", "breakdown", "Breakdown by category at the cursor", False),
+    ("B", "breakdown_tree", "Live set as a call tree at the cursor", False),
+    ("T", "toggle_stacked", "Timeline stacked by category", False),
+]
+BREAKDOWN_PALETTE = [
+    ("breakdown", "Breakdown by category",
+     "Parameters, gradients, optimizer state, activations... at the cursor, following it (in place of the stack)"),
+    ("breakdown_tree", "Call tree of live memory",
+     "The allocations live at the cursor folded by call stack, with their categories"),
+    ("toggle_stacked", "Timeline by category", "Draw the timeline stacked by category, or as allocated/reserved"),
+]
+
+
+@dataclass
+class BreakdownReady(Message):
+    """A device's categories are decided (or could not be: ``error``)."""
+
+    model: DeviceBreakdown | None
+    error: str = ""
+
+
+class BreakdownActions:
+    _breakdowns: dict[int, DeviceBreakdown] | None = None
+    _breakdown_wanted: str | None = None  # what to show when the categories arrive
+    _stacked_wanted = False
+    _category_rules: CategoryRules | None = None
+
+    # -- keys ----------------------------------------------------------------------------------
+    def action_breakdown(self) -> None:
+        if self._breakdown_pane() is not None:
+            self._close_breakdown_pane()
+            self.status.say("stack inspector")
+            return
+        self._open_breakdown_pane()
+        self._with_breakdown("pane")
+
+    def action_breakdown_tree(self) -> None:
+        self._with_breakdown("tree")
+
+    def action_toggle_stacked(self) -> None:
+        timeline = self.query_one(Timeline)
+        if timeline.stacked:
+            self._stacked_wanted = False
+            timeline.set_stacked(None)
+            self.status.say("timeline: allocated and reserved")
+            return
+        self._stacked_wanted = True
+        if not timeline.display:
+            self.action_toggle_timeline()
+        self._with_breakdown("stacked")
+
+    # -- the categories of the device shown -------------------------------------------------------
+    def _with_breakdown(self, what: str) -> None:
+        model = (self._breakdowns or {}).get(self.current_view.device.device)
+        if model is not None and model.view is self.current_view:
+            self._use_breakdown(model, what)
+            return
+        self._breakdown_wanted = what
+        self.status.say("sorting allocations into categories…")
+        self._build_breakdown(self.current_view)
+
+    @work(thread=True, exclusive=True, group="breakdown")
+    def _build_breakdown(self, view) -> None:
+        try:
+            if self._category_rules is None:
+                self._category_rules = load_rules(None)
+        except MemtuiError as exc:
+            self._category_rules = CategoryRules()
+            self.post_message(BreakdownReady(build_device_breakdown(view), f"{exc.message}; built-in rules only"))
+            return
+        self.post_message(BreakdownReady(build_device_breakdown(view, self._category_rules)))
+
+    def on_breakdown_ready(self, message: BreakdownReady) -> None:
+        if message.model is None:
+            self.status.say(message.error, warning=True)
+            return
+        if self._breakdowns is None:
+            self._breakdowns = {}
+        self._breakdowns[message.model.device] = message.model
+        what, self._breakdown_wanted = self._breakdown_wanted, None
+        if message.error:
+            self.status.say(message.error, warning=True)
+        if message.model.view is self.current_view:
+            if self._stacked_wanted:
+                self._use_breakdown(message.model, "stacked", quiet=what != "stacked")
+            self._use_breakdown(message.model, what or "pane")
+
+    def _use_breakdown(self, model: DeviceBreakdown, what: str, quiet: bool = False) -> None:
+        if what == "stacked":
+            self.query_one(Timeline).set_stacked(model.values_at, model.names)
+            if not quiet:
+                self.status.say("timeline: stacked by category (T: allocated and reserved)")
+        elif what == "pane" and not quiet:
+            self.status.say("by category at the cursor, following it (b: the stack again, Enter: call tree)")
+        elif what == "tree":
+            from memtui.tui.screens.breakdown import BreakdownScreen
+
+            def back(event: int | None) -> None:
+                if event is not None and event >= 0 and event != self.cursor:
+                    self.go_to(event)
+
+            self.app.push_screen(BreakdownScreen(model, self.cursor), back)
+        self._follow(model)
+
+    # -- following the cursor --------------------------------------------------------------------
+    def on_timeline_cursor_changed(self, message: Timeline.CursorChanged) -> None:
+        timeline = self.query_one(Timeline)
+        model = (self._breakdowns or {}).get(self.current_view.device.device)
+        fresh = model is not None and model.view is self.current_view
+        if timeline.stacked and not fresh:
+            timeline.set_stacked(None)  # another device: its own categories come next
+        if (self._breakdown_pane() is not None or self._stacked_wanted) and not fresh:
+            if self._breakdown_wanted is None:
+                self._breakdown_wanted = "pane"
+                self._build_breakdown(self.current_view)
+            return
+        if fresh:
+            if self._stacked_wanted and not timeline.stacked:
+                timeline.set_stacked(model.values_at, model.names)
+            self._follow(model, message.event)
+
+    def _follow(self, model: DeviceBreakdown, event: int | None = None) -> None:
+        pane = self._breakdown_pane()
+        if pane is None:
+            return
+        i = self.cursor if event is None else event
+        state = self.segment_map.state  # the explorer replayed this event already
+        pane.show(model.at(i, state))
+
+    # -- the pane ------------------------------------------------------------------------------------
+    def _breakdown_pane(self) -> BreakdownPane | None:
+        found = self.query(BreakdownPane)
+        return found.first() if found else None
+
+    def _open_breakdown_pane(self) -> None:
+        pane = BreakdownPane(id="breakdown")
+        pane.border_title = "By category"
+        inspector = self.inspector
+        inspector.parent.mount(pane, after=inspector)
+        pane.styles.width = "1fr"
+        inspector.display = False
+        pane.show_message("sorting allocations into categories…")
+
+    def _close_breakdown_pane(self) -> None:
+        pane = self._breakdown_pane()
+        if pane is not None:
+            had_focus = pane.has_focus
+            pane.remove()
+            self.inspector.display = True
+            if had_focus:
+                self.inspector.focus()
+
+    def on_breakdown_pane_tree_requested(self, _: BreakdownPane.TreeRequested) -> None:
+        self.action_breakdown_tree()

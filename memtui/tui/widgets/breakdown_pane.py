@@ -1,0 +1,139 @@
+"""The breakdown pane: allocated bytes per category at one event, and who holds them.
+
+A line-API scroll view of a few dozen lines (memtui/analysis/breakdown.py makes the
+figures): one line per category with bytes and share, the reserved bytes that hold no
+allocation, then the largest call sites of each category.
+"""
+
+from __future__ import annotations
+
+from rich.segment import Segment
+from rich.style import Style
+from textual.binding import Binding
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from memtui.analysis.breakdown import Breakdown
+from memtui.tui.stacked_plot import CATEGORY_COLOURS, category_css
+from memtui.units import format_bytes
+
+# A line is a list of (text, style); a style is a component class suffix or ("category", k).
+_STYLES = ("title", "muted", "value", "site")
+
+
+class BreakdownPane(ScrollView, can_focus=True):
+    """Shows one :class:`Breakdown`; Enter asks for the call tree at the same event."""
+
+    DEFAULT_CSS = """
+    BreakdownPane {
+        overflow-y: auto;
+        overflow-x: auto;
+        border-top: solid $panel-lighten-2;
+        border-left: solid $panel-lighten-2;
+        border-title-align: left;
+        &:focus { border-top: solid $accent; border-left: solid $accent; border-title-color: $accent; }
+        & > .breakdown-pane--title { text-style: bold; }
+        & > .breakdown-pane--muted { color: $text-muted; }
+        & > .breakdown-pane--value { }
+        & > .breakdown-pane--site { color: $text-muted; }
+    }
+    """ + category_css("BreakdownPane", "breakdown-pane--category")
+    COMPONENT_CLASSES = {f"breakdown-pane--{s}" for s in _STYLES} | {
+        f"breakdown-pane--category-{k}" for k in range(len(CATEGORY_COLOURS))}
+    BINDINGS = [
+        Binding("enter", "tree", "Call tree"),
+        Binding("up,k", "scroll_up", "Scroll up", show=False),
+        Binding("down,j", "scroll_down", "Scroll down", show=False),
+        Binding("home,g", "scroll_home", "Top", show=False),
+        Binding("end,G", "scroll_end", "Bottom", show=False),
+    ]
+
+    class TreeRequested(Message):
+        """Enter: open the live set as a call tree at the pane's event."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._lines: list[list[tuple[str, object]]] = []
+        self._strips: dict[int, Strip] = {}
+        self.breakdown: Breakdown | None = None
+
+    @property
+    def text(self) -> str:
+        return "\n".join("".join(t for t, _ in line) for line in self._lines)
+
+    def show_message(self, text: str) -> None:
+        """A line of its own (while the categories are being worked out, or why there are none)."""
+        self.breakdown = None
+        self._set_lines([[(text, "muted")]])
+
+    def show(self, result: Breakdown, sites_per_category: int = 2, hint: bool = True) -> None:
+        self.breakdown = result
+        self._set_lines(breakdown_lines(result, sites_per_category, hint))
+
+    def _set_lines(self, lines: list[list[tuple[str, object]]]) -> None:
+        self._lines = lines
+        self._strips.clear()
+        width = max((sum(len(t) for t, _ in line) for line in lines), default=0)
+        self.virtual_size = Size(width + 1, len(lines))
+        self.refresh()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strips.clear()
+
+    def _style(self, style: object) -> Style:
+        if isinstance(style, tuple):
+            k = min(int(style[1]), len(CATEGORY_COLOURS) - 1)
+            return self.get_component_rich_style(f"breakdown-pane--category-{k}")
+        return self.get_component_rich_style(f"breakdown-pane--{style}")
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        width = self.scrollable_content_region.width
+        k = scroll_y + y
+        if not 0 <= k < len(self._lines):
+            return Strip.blank(width, self.rich_style)
+        strip = self._strips.get(k)
+        if strip is None:
+            strip = Strip([Segment(text, self._style(style)) for text, style in self._lines[k]])
+            self._strips[k] = strip
+        return strip.crop_extend(scroll_x, scroll_x + width, self.rich_style)
+
+    def action_tree(self) -> None:
+        self.post_message(self.TreeRequested())
+
+
+Line = list[tuple[str, object]]
+
+
+def breakdown_lines(result: Breakdown, sites_per_category: int = 2, hint: bool = True) -> list[Line]:
+    """The pane's lines for one breakdown (pure: tests read them)."""
+    at = f"after event {result.moment.event:,}" if result.moment.event >= 0 else "the snapshot's state"
+    lines: list[Line] = [[(f"{format_bytes(result.allocated)} allocated, {at}", "title")]]
+    total = max(result.allocated, 1)
+    names = list(result.categories)
+    for k, name in enumerate(names):
+        value = result.categories[name]
+        if not value:
+            continue
+        lines.append([("■ ", ("category", k)), (f"{name:<16}", "value"),
+                      (f"{format_bytes(value):>11} {100 * value / total:4.0f}%", "value")])
+    if not result.allocated:
+        lines.append([("nothing allocated", "muted")])
+    lines.append([("  ", "muted"), (f"{'cached free':<16}{format_bytes(result.cached_free):>11}", "muted"),
+                  ("  reserved, not allocated", "muted")])
+    if result.pending_free:
+        lines.append([("  ", "muted"), (f"{'pending free':<16}{format_bytes(result.pending_free):>11}", "muted")])
+    if sites_per_category:
+        lines.append([])
+        lines.append([("largest call sites", "title")])
+        for k, name in enumerate(names):
+            for site in result.top_sites.get(name, [])[:sites_per_category]:
+                lines.append([("■ ", ("category", k)), (f"{format_bytes(site.bytes):>11} ", "value"),
+                              (site.short or site.label, "site")])
+    if hint:
+        lines.append([])
+        lines.append([("Enter: the live set as a call tree", "muted")])
+    return lines
