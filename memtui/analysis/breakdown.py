@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memtui.analysis.callsites import CallSites, group_by_site
-from memtui.analysis.categories import CategoryTable
+from memtui.analysis.categories import VIA_BACKWARD_CALL, CategoryTable
 from memtui.errors import UsageError
 from memtui.model import DeviceModel, Snapshot
 from memtui.model.lifetimes import NONE
@@ -164,19 +164,20 @@ def breakdown(snapshot: Snapshot, dev: DeviceModel, table: CategoryTable, live: 
     sites = sites if sites is not None else CallSites(snapshot.stacks)
     site = sites.of_stacks(live.stack).astype(np.int64)
     # A site shown under a backward() call is not the same site as that call's own allocations.
-    key = site * 2 + live.via_backward.astype(np.int64)
+    key = site * 3 + live.via_backward.astype(np.int64)
     keys, inverse = np.unique(key, return_inverse=True)
     by_key_cat = np.zeros((len(keys), len(names)), np.int64)
     np.add.at(by_key_cat, (inverse, live.category.astype(np.int64)), live.size)
     key_bytes, key_count = group_by_site(inverse, live.size, len(keys))
 
     def make(k: int) -> Site:
-        s, via = divmod(int(keys[k]), 2)
+        s, via = divmod(int(keys[k]), 3)
         label, frames = sites.label(s), sites.frame_dicts(s)
         short = " <- ".join(_short_frame(f) for f in frames) or label
-        if via:
+        if via == VIA_BACKWARD_CALL:
             label = f"{BACKWARD_PREFIX}autograd thread, under {label}"
             short = f"{BACKWARD_PREFIX}under {short}"
+        # VIA_FORWARD: forward_frames read "file:line function (backward)" already.
         mix = {names[c]: int(by_key_cat[k, c]) for c in range(len(names)) if by_key_cat[k, c]}
         return Site(label, frames, int(key_bytes[k]), int(key_count[k]), mix, short)
 

@@ -45,9 +45,9 @@ RULES = [
                          "after that step"),
     (5, TEMPORARIES, "made by the optimizer and freed within the same step"),
     (6, GRADIENTS, "made during backward() and still allocated after it ends: a .grad (freed by zero_grad, or "
-                   "kept with the size of a parameter)"),
+                   "kept with the size of a parameter or of a gradient zero_grad freed)"),
     (15, OTHER, "made during backward() and kept, but neither freed by zero_grad nor the size of any parameter "
-                "(an input's .grad, a library workspace made on the autograd thread)"),
+                "or gradient (an input's .grad, a library workspace made on the autograd thread)"),
     (7, TEMPORARIES, "made and freed within one backward()"),
     (8, GRADIENTS, "freed by zero_grad"),
     (9, UNKNOWN, "no stack, and nothing else places it (context=None, a thread without Python, or its alloc "
@@ -65,6 +65,7 @@ RULES = [
 RULE_TEXT = {code: text for code, _, text in RULES}
 RULE_CATEGORY = {code: category for code, category, _ in RULES}
 USER_RULE = 1000
+OWN_STACK, VIA_BACKWARD_CALL, VIA_FORWARD = 0, 1, 2
 
 
 @dataclass
@@ -91,9 +92,10 @@ class CategoryTable:
     block_category: np.ndarray  # int8 per block of the snapshot's block table
     block_rule: np.ndarray
     phases: Phases
-    # The stack each allocation is shown under: its allocating stack, or for one made
-    # without a stack on the autograd thread the stack of the backward() call it ran under
-    # (``*_via_backward`` says which); -1 for none.
+    # The stack each allocation is shown under: its allocating stack; for one made on the
+    # autograd thread without Python frames, the forward traceback of its backward op when
+    # the trace has forward_frames (VIA_FORWARD), else the stack of the backward() call it
+    # ran under (VIA_BACKWARD_CALL); -1 for none. ``*_via_backward`` says which (0: its own).
     span_stack: np.ndarray
     span_via_backward: np.ndarray
     block_stack: np.ndarray
@@ -149,11 +151,21 @@ def categorize(snapshot: Snapshot, dev: DeviceModel, rules: CategoryRules | None
         category[mine] = user_category[hit[mine]]
         rule[mine] = USER_RULE + hit[mine]
 
-    shown_stack, via = alloc_stack.copy(), np.zeros(len(start), bool)
+    shown_stack, via = alloc_stack.copy(), np.zeros(len(start), np.int8)
     if n:
-        before = dev.last_stacked_before[np.maximum(start, 0)]
-        via = (alloc_stack < 0) & (start >= 0) & phases.backward[np.maximum(start, 0)] & (before != NONE)
-        shown_stack[via] = dev.trace.stack[before[via]]
+        a = np.maximum(start, 0)
+        before = dev.last_stacked_before[a]
+        under_call = (alloc_stack < 0) & (start >= 0) & phases.backward[a] & (before != NONE)
+        shown_stack[under_call] = dev.trace.stack[before[under_call]]
+        via[under_call] = VIA_BACKWARD_CALL
+        forward = _forward_stacks(dev)
+        if forward is not None:
+            # forward_frames name the forward op a backward node belongs to: a better place
+            # than the backward() call, or than a stack of the engine's C++ frames only.
+            native_only = _native_only(snapshot.stacks)
+            use = (start >= 0) & (forward[a] >= 0) & ((alloc_stack < 0) | native_only[alloc_stack + 1])
+            shown_stack[use] = forward[a][use]
+            via[use] = VIA_FORWARD
 
     def per_block(values: np.ndarray) -> np.ndarray:
         out = np.empty(len(blocks), values.dtype)
@@ -171,6 +183,22 @@ def categorize(snapshot: Snapshot, dev: DeviceModel, rules: CategoryRules | None
     return CategoryTable(
         names, spans, per_span(category), per_span(rule), per_block(category), per_block(rule), phases,
         per_span(shown_stack), per_span(via), per_block(shown_stack), per_block(via), rules, n_lives)
+
+
+def _forward_stacks(dev: DeviceModel) -> np.ndarray | None:
+    """Each event's forward_frames stack id (-1: none), or None when the trace has none."""
+    fwd = getattr(dev.trace, "fwd", None)
+    return fwd if fwd is not None and len(fwd) and (fwd >= 0).any() else None
+
+
+def _native_only(stacks) -> np.ndarray:
+    """Per stack id + 1: the stack has C++ frames only (slot 0, no stack: False)."""
+    out = np.zeros(len(stacks) + 1, bool)
+    if len(stacks) and len(stacks.flat):
+        starts = np.minimum(stacks.offsets[:-1], len(stacks.flat) - 1)
+        nonempty = stacks.offsets[1:] > stacks.offsets[:-1]
+        out[1:] = np.logical_and.reduceat(stacks.frames.native[stacks.flat], starts) & nonempty
+    return out
 
 
 def _classify(start, stop, alloc_stack, size, flags, phases: Phases, dev: DeviceModel, n: int):
@@ -201,10 +229,10 @@ def _classify(start, stop, alloc_stack, size, flags, phases: Phases, dev: Device
     # carry stacks; otherwise only what a stack itself says (above) places an allocation.
     phases_known = act.ALLOC in dev.actions_with_stacks
     # A gradient has its parameter's shape and dtype: kept memory made in backward() that no
-    # zero_grad frees and no parameter matches in size is something else. Without any
-    # parameter to compare with, every survivor stays a gradient.
-    param_sizes = np.unique(size[has(aflags, cf.PARAM)])
-    grad_like = r_zero | (np.isin(size, param_sizes) if len(param_sizes) else True)
+    # zero_grad frees and that matches neither a parameter nor a gradient zero_grad freed in
+    # size is something else. With nothing to compare with, every survivor stays a gradient.
+    grad_sizes = np.unique(np.concatenate([size[has(aflags, cf.PARAM)], size[r_zero]]))
+    grad_like = r_zero | (np.isin(size, grad_sizes) if len(grad_sizes) else True)
     conditions = [
         (has(aflags, cf.WORKSPACE), 1),
         (has(aflags, cf.PARAM), 2),
@@ -232,10 +260,10 @@ def _classify(start, stop, alloc_stack, size, flags, phases: Phases, dev: Device
 def event_phases(snapshot: Snapshot, dev: DeviceModel, flags: np.ndarray | None = None) -> Phases:
     """Which events ran inside backward(), an optimizer step or zero_grad.
 
-    From each event's own frames when it has a stack; an event without one (the autograd
-    thread under stacks="python", a free under context="alloc") takes the phase of the
-    nearest earlier event with a stack. Annotation spans (``Optimizer.step#…``,
-    ``Optimizer.zero_grad#…``) mark their events too.
+    From each event's own frames when it has a stack (and its ``forward_frames``: only a
+    backward op has them); an event without one (the autograd thread under stacks="python",
+    a free under context="alloc") takes the phase of the nearest earlier event with a stack.
+    Annotation spans (``Optimizer.step#…``, ``Optimizer.zero_grad#…``) mark their events too.
     """
     flags = flags if flags is not None else cf.stack_flags(snapshot.stacks)
     trace = dev.trace
@@ -243,9 +271,14 @@ def event_phases(snapshot: Snapshot, dev: DeviceModel, flags: np.ndarray | None 
     ev = flags[trace.stack.astype(np.int64) + 1]
     has = lambda bit: (ev & bit) != 0  # noqa: E731
     backward = has(cf.BACKWARD_CALL | cf.ENGINE)
+    forward = _forward_stacks(dev)
+    if forward is not None:
+        backward |= forward >= 0  # only a backward op carries the traceback of its forward
     zero_grad = has(cf.ZERO_GRAD)
     optimizer = has(cf.OPTIM) & ~zero_grad
     stackless = (trace.stack < 0) & (trace.action != act.SNAPSHOT)
+    if forward is not None:
+        stackless &= forward < 0
     before = dev.last_stacked_before
     inherit = np.nonzero(stackless & (before != NONE))[0]
     src = before[inherit]

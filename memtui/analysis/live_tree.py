@@ -9,7 +9,9 @@ Frames are shown by the one relevance rule (memtui/model/relevance.py): with int
 frames hidden a stack shows its Python frames; a stack of C++ frames only (the autograd
 engine's thread) shows as ``(autograd thread)`` and its label frame (``AddmmBackward0``).
 An allocation recorded without a stack while backward() ran (stacks="python") hangs under
-the backward() call's own stack as ``(autograd thread)``.
+the backward() call's own stack as ``(autograd thread)``, or, when the trace has
+``forward_frames``, under the forward op it is the backward of (frames that read
+``file:line function (backward)``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from memtui.analysis.breakdown import LiveSet
+from memtui.analysis.categories import VIA_BACKWARD_CALL, VIA_FORWARD
 from memtui.model import Snapshot
 from memtui.units import format_bytes
 
@@ -74,17 +77,17 @@ def live_tree(snapshot: Snapshot, live: LiveSet, n_categories: int, show_interna
     root = TreeNode(ROOT, SPECIAL_LABELS[ROOT], categories=np.zeros(n_categories, np.int64))
     if not len(live):
         return root
-    key = live.stack.astype(np.int64) * 2 + live.via_backward.astype(np.int64)
+    key = live.stack.astype(np.int64) * 3 + live.via_backward.astype(np.int64)
     keys, inverse = np.unique(key, return_inverse=True)
     per = np.zeros((len(keys), n_categories), np.int64)
     np.add.at(per, (inverse, live.category.astype(np.int64)), live.size)
     counts = np.bincount(inverse, minlength=len(keys))
     index: dict[tuple[int, int], TreeNode] = {}  # (id of parent node, key) -> child
     for k, packed in enumerate(keys):
-        sid, via = divmod(int(packed), 2)
+        sid, via = divmod(int(packed), 3)
         node = root
         _add(node, per[k], int(counts[k]))
-        for part in _path(snapshot, sid, bool(via), show_internal):
+        for part in _path(snapshot, sid, via, show_internal):
             child = index.get((id(node), part))
             if child is None:
                 child = _new_node(snapshot, part, node, n_categories)
@@ -111,7 +114,7 @@ def _new_node(snapshot: Snapshot, part: int, parent: TreeNode, n_categories: int
                     parent=parent, frame=snapshot.stacks.frame_dict(part))
 
 
-def _path(snapshot: Snapshot, sid: int, via_backward: bool, show_internal: bool) -> list[int]:
+def _path(snapshot: Snapshot, sid: int, via: int, show_internal: bool) -> list[int]:
     """The frames of one stack from the outermost in."""
     if sid < 0:
         return [NO_STACK]
@@ -125,7 +128,7 @@ def _path(snapshot: Snapshot, sid: int, via_backward: bool, show_internal: bool)
         path = [AUTOGRAD, label] if label >= 0 else [AUTOGRAD]
     else:
         path = stacks.visible_frames(sid)[::-1]
-    return path + [AUTOGRAD] if via_backward else path
+    return path + [AUTOGRAD] if via in (VIA_BACKWARD_CALL, VIA_FORWARD) else path
 
 
 def format_tree(root: TreeNode, names: list[str], min_share: float = 0.01, max_children: int = 12,

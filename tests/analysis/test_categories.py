@@ -205,3 +205,22 @@ def test_every_rule_names_a_category_and_says_why():
     for _code, category, why in RULES:
         assert 0 <= category < len(CATEGORIES) and why
     assert ACTIVATIONS in {category for _, category, _ in RULES}
+
+
+def test_forward_frames_place_backward_memory_under_its_forward_op():
+    """A newer torch attaches to each backward op the traceback of its forward op
+    (forward_frames): the backward's memory is shown there, and those events are backward."""
+    from memtui.analysis.categories import VIA_FORWARD
+
+    path = SAMPLES / "format" / "backward_anomaly.pickle.xz"
+    snapshot, dev, table, curve = _table(str(path))
+    fwd = dev.trace.fwd
+    assert (fwd >= 0).any()
+    assert table.phases.backward[fwd >= 0].all()
+    lives = np.arange(table.n_lives)
+    made_with_forward = lives[(table.spans.start[:table.n_lives] >= 0)
+                              & (fwd[np.maximum(table.spans.start[:table.n_lives], 0)] >= 0)]
+    assert len(made_with_forward)
+    assert (table.span_via_backward[made_with_forward] == VIA_FORWARD).all()
+    assert (table.span_stack[made_with_forward] == fwd[table.spans.start[made_with_forward]]).all()
+    assert (table.span_category[made_with_forward] == GRADIENTS).any()
