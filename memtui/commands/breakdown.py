@@ -133,7 +133,8 @@ def header(snapshot: Snapshot, dev: DeviceModel, result: Breakdown, rules: Categ
 
 def category_lines(result: Breakdown, top: int) -> list[str]:
     total = max(result.allocated, 1)
-    lines = [f"{'category':<16} {'bytes':>11} {'share':>6} {'allocations':>12}" + ("  largest call sites" if top else "")]
+    sites = "  largest call sites" if top else ""
+    lines = [f"{'category':<16} {'bytes':>11} {'share':>6} {'allocations':>12}{sites}"]
     for name, value in result.categories.items():
         if not value:
             continue
