@@ -296,6 +296,11 @@ class Replayer:
                             if len(seg_lives) else np.zeros(0, np.int64))
         self.mapped = MappedRanges(device)
         self._pre_blocks, self._pre_segments, self._seg_life_final = self._pre_trace()
+        # A trace recorded with skip_actions=["segment_alloc", "segment_free"] has block
+        # events and no segment events: memory it shows in a segment the snapshot no longer
+        # lists (emptied from the cache since) stands in a segment of its own extent.
+        self._infer_segments = not self.partial and len(lives) > 0 and not np.isin(
+            device.trace.action, act.SEGMENT_ACTIONS).any()
         linked = np.nonzero(device.block_life != NONE)[0]
         self._final_of_life = np.full(len(lives), NONE, np.int64)
         self._final_of_life[device.block_life[linked]] = linked
@@ -367,6 +372,19 @@ class Replayer:
         blk_addr, blk_size, blk_state = blk_addr[order], blk_size[order], blk_state[order]
         blk_life, blk_final = blk_life[order], blk_final[order]
         blk_segment = _segment_of(blk_addr, seg_addr, seg_size)
+        if self._infer_segments and (blk_segment == NONE).any():
+            orphan = blk_segment == NONE
+            starts = np.where(blk_life[orphan] != NONE, dev.lives.start[np.maximum(blk_life[orphan], 0)], NONE)
+            streams = np.where(starts != NONE, dev.trace.stream[np.maximum(starts, 0)], 0).astype(np.int64)
+            seg_addr = _concat(seg_addr, blk_addr[orphan])
+            seg_size = np.concatenate([seg_size, blk_size[orphan].astype(np.int64)])
+            seg_stream = np.concatenate([seg_stream, streams])
+            seg_expandable = np.concatenate([seg_expandable, np.zeros(int(orphan.sum()), bool)])
+            seg_final = np.concatenate([seg_final, np.full(int(orphan.sum()), NONE, np.int64)])
+            order = _argsort(seg_addr)
+            seg_addr, seg_size, seg_stream = seg_addr[order], seg_size[order], seg_stream[order]
+            seg_expandable, seg_final = seg_expandable[order], seg_final[order]
+            blk_segment = _segment_of(blk_addr, seg_addr, seg_size)
         return AllocatorState(i, seg_addr, seg_size, seg_stream, seg_expandable, seg_final,
                               blk_addr, blk_size, blk_state, blk_life, blk_final, blk_segment)
 

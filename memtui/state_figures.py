@@ -26,7 +26,7 @@ import numpy as np
 
 from memtui.model import DeviceModel
 from memtui.model.lifetimes import NONE
-from memtui.model.segments import ALLOCATED, PENDING_FREE
+from memtui.model.segments import ALLOCATED, PENDING_FREE, pool_kind, pool_name
 from memtui.model.strings import StringTable
 from memtui.replay import AllocatorState
 from memtui.units import format_bytes, plural
@@ -86,10 +86,40 @@ class SegmentPools:
     """Which pool each segment of a state belongs to."""
 
     small: np.ndarray  # bool per segment: the small pool (else the large one)
-    private: np.ndarray  # bool per segment: a private pool (CUDA graphs), not the default one
+    private: np.ndarray  # bool per segment: a private pool (CUDA graphs, MemPool), not the default one
+    ids: tuple = ()  # per segment: torch's segment_pool_id, or None where the snapshot does not say
 
     def name(self, s: int) -> str:
-        return ("small" if self.small[s] else "large") + (" private" if self.private[s] else "")
+        """``large``, ``small``, or for a private pool ``large, graph pool 1``."""
+        size = "small" if self.small[s] else "large"
+        if not self.private[s]:
+            return size
+        pool = self.pool_id(s)
+        return f"{size}, {pool_name(pool)}" if pool is not None else f"{size} private"
+
+    def pool_id(self, s: int) -> tuple | None:
+        return self.ids[s] if s < len(self.ids) else None
+
+    def pool_label(self, s: int) -> str:
+        """The pool's own name (``default pool``, ``graph pool 1``, ``mempool 2``; ``pool
+        unknown`` for a segment the snapshot no longer lists)."""
+        pool = self.pool_id(s)
+        return pool_name(pool) if pool is not None else "pool unknown"
+
+    def short_tag(self, s: int) -> str:
+        """Two characters for the map's label column: '' default, ``g1`` graph pool 1, ``m2``
+        mempool 2, ``p`` another private pool, ``?`` unknown."""
+        pool = self.pool_id(s)
+        if pool is None:
+            return "" if not self.private[s] else "p"
+        kind = pool_kind(pool)
+        if kind == "default":
+            return ""
+        if kind == "graph":
+            return f"g{pool[0]}"
+        if kind == "mempool":
+            return f"m{pool[1]}"
+        return "p"
 
     def usable(self, state: AllocatorState, pool: str, stream: int | None = None) -> np.ndarray:
         """Mask of the segments a request of ``pool`` (on ``stream``, if given) may take memory from."""
@@ -108,7 +138,7 @@ def segment_pools(state: AllocatorState, device: DeviceModel, strings: StringTab
     guessed_small = (state.seg_size == SMALL_SEGMENT) & ~state.seg_expandable.astype(bool)
     segs = device.segments
     if not len(segs) or not n:
-        return SegmentPools(guessed_small.astype(bool), np.zeros(n, bool))
+        return SegmentPools(guessed_small.astype(bool), np.zeros(n, bool), (None,) * n)
     final = np.where(known, state.seg_final, 0).astype(np.int64)
     types = segs.segment_type.astype(np.int64)
     # Look each distinct type name up once, not once per segment.
@@ -118,7 +148,8 @@ def segment_pools(state: AllocatorState, device: DeviceModel, strings: StringTab
     private_seg = private_pool[segs.pool.astype(np.int64)] if len(private_pool) else np.zeros(len(segs), bool)
     small = np.where(known, small_type[final], guessed_small)
     private = known & private_seg[final]
-    return SegmentPools(small.astype(bool), private.astype(bool))
+    ids = tuple(tuple(segs.pools[int(segs.pool[f])]) if k else None for f, k in zip(final.tolist(), known.tolist()))
+    return SegmentPools(small.astype(bool), private.astype(bool), ids)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import numpy as np
 from memtui.analysis.callsites import CallSites, group_by_site
 from memtui.model import DeviceModel, Snapshot
 from memtui.model.lifetimes import NONE
-from memtui.model.segments import ALLOCATED
+from memtui.model.segments import ALLOCATED, pool_name
 from memtui.replay import Replayer
 
 DEFAULT_POOL = (0, 0)
@@ -61,7 +61,7 @@ def view_at_end(snapshot: Snapshot, dev: DeviceModel, depth: int = 1) -> MemoryV
     for b in np.nonzero(live)[0]:
         pools[pool_names[int(blocks.segment[b])]].allocated += int(blocks.size[b])
     return _view(f"{snapshot.name} device {dev.device}", dev.device, None, sites,
-                 sites.of_stacks(blocks.stack[live]), blocks.size[live], pools)
+                 sites.of_stacks(dev.block_site_stack[live]), blocks.size[live], pools)
 
 
 def view_at_event(snapshot: Snapshot, dev: DeviceModel, index: int, depth: int = 1,
@@ -107,7 +107,7 @@ def _view(name: str, device: int, index: int | None, sites: CallSites, site_ids:
 
 def _pool_name(segment_type: str, pool: tuple) -> str:
     kind = segment_type or "large"
-    return kind if tuple(pool) == DEFAULT_POOL else f"{kind} pool {tuple(pool)}"
+    return kind if tuple(pool) == DEFAULT_POOL else f"{kind} {pool_name(pool)}"
 
 
 def _state_stacks(dev: DeviceModel, blk_life: np.ndarray, blk_final: np.ndarray) -> np.ndarray:
@@ -115,11 +115,11 @@ def _state_stacks(dev: DeviceModel, blk_life: np.ndarray, blk_final: np.ndarray)
     traced = blk_life != NONE
     if traced.any():
         start = dev.lives.start[blk_life[traced]]
-        got = np.where(start != NONE, dev.trace.stack[np.maximum(start, 0)], -1) if len(dev.trace) else \
+        got = np.where(start != NONE, dev.site_stack[np.maximum(start, 0)], -1) if len(dev.trace) else \
             np.full(len(start), -1)
         stacks[traced] = got
     fill = (stacks < 0) & (blk_final != NONE)
-    stacks[fill] = dev.blocks.stack[blk_final[fill]]
+    stacks[fill] = dev.block_site_stack[blk_final[fill]]
     return stacks
 
 

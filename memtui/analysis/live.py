@@ -53,18 +53,21 @@ def life_spans(dev: DeviceModel) -> LifeSpans:
     stop = np.where(lives.request != NONE, lives.request, lives.end).astype(np.int64)
     stop = np.where(stop == NONE, n, stop)
     # A life whose alloc was cut off by the ring buffer takes its stack from any of its events.
+    # Stacks are the ones that name each allocation (a backward allocation's forward traceback
+    # where it has one: model/relevance.py), so call sites group them by the forward line.
     stack_event = np.where(start != NONE, start, np.minimum(stop, max(n - 1, 0)))
-    stack = dev.trace.stack[stack_event].astype(np.int32) if n else np.zeros(0, np.int32)
+    stack = dev.site_stack[stack_event].astype(np.int32) if n else np.zeros(0, np.int32)
     # The snapshot's block table knows the stack of a live block even when its alloc fell out.
+    block_stack = dev.block_site_stack
     linked = np.nonzero(dev.block_life != NONE)[0]
     lives_linked = dev.block_life[linked]
-    stack[lives_linked] = np.where(stack[lives_linked] >= 0, stack[lives_linked], dev.blocks.stack[linked])
+    stack[lives_linked] = np.where(stack[lives_linked] >= 0, stack[lives_linked], block_stack[linked])
     untraced = np.nonzero((dev.blocks.state == ALLOCATED) & (dev.block_life == NONE))[0]
     return LifeSpans(
         start=np.concatenate([np.where(start == NONE, -1, start), np.full(len(untraced), -1, np.int64)]),
         stop=np.concatenate([stop, np.full(len(untraced), n, np.int64)]),
         size=np.concatenate([block_bytes(dev), dev.blocks.size[untraced].astype(np.int64)]),
-        stack=np.concatenate([stack, dev.blocks.stack[untraced].astype(np.int32)]),
+        stack=np.concatenate([stack, block_stack[untraced].astype(np.int32)]),
         n_events=n,
     )
 

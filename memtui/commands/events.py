@@ -13,7 +13,7 @@ from memtui.commands._common import (
     print_json,
 )
 from memtui.errors import UsageError
-from memtui.model import Snapshot
+from memtui.model import Snapshot, metadata
 from memtui.units import format_bytes, format_seconds
 
 NAME = "events"
@@ -29,9 +29,15 @@ def add_arguments(parser) -> None:
 
 
 def event_row(snapshot: Snapshot, device: int, i: int, t0: float) -> dict:
+    """One event as ``events --json`` prints it: the log's columns, then what the entry
+    carries besides (compile context, user metadata as recorded, and for a backward
+    allocation with ``forward_frames`` the forward line it ran for)."""
     dev = snapshot.devices[device]
     trace = dev.trace
     t = float(trace.time_us[i])
+    strings = snapshot.strings
+    meta = int(trace.meta[i])
+    fwd = int(trace.fwd[i])
     return {
         "index": dev.shown_index(i),
         "time_us": t if math.isfinite(t) else None,
@@ -42,7 +48,20 @@ def event_row(snapshot: Snapshot, device: int, i: int, t0: float) -> dict:
         "size": int(trace.size[i]),
         "stream": int(trace.stream[i]),
         "top_frame": snapshot.event_top_frame(device, i),
+        "compile_context": strings.raw(int(trace.ctx[i])),
+        "user_metadata": metadata.fields(strings.raw(meta)) if meta in strings.dict_ids else strings.raw(meta),
+        "metadata": metadata.fields(strings.raw(meta)),
+        "forward_top_frame": snapshot.stacks.top_frame_text(fwd) if fwd >= 0 else None,
     }
+
+
+def overflow_note(snapshot: Snapshot) -> str | None:
+    """What to say where a trace starts, when torch says its ring buffer overflowed."""
+    if not snapshot.trace_overflowed:
+        return None
+    size = snapshot.trace_max_entries
+    ring = f"its {size:,}-entry ring buffer" if size else "its ring buffer"
+    return f"the trace starts mid-run: {ring} overflowed (trace_alloc_overflowed), older events were dropped"
 
 
 def run(args) -> int:
@@ -61,6 +80,9 @@ def run(args) -> int:
     if args.json:
         print_json(list(rows))
         return 0
+    note = overflow_note(snapshot)
+    if note and start == 0:
+        print(f"({note})")
     print(f"{'index':>9} {'time':>13} {'action':<15} {'address_n':<20} {'size':>11} {'stream':>10}  frame")
     for row in rows:
         print(f"{row['index']:>9} {format_seconds(row['time_s']):>13} {row['action']:<15} {row['address_n']:<20} "

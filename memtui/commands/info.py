@@ -7,7 +7,7 @@ import numpy as np
 from memtui.commands._common import add_json_flag, add_snapshot_argument, load, print_json
 from memtui.jsonvalue import json_value
 from memtui.model import Snapshot
-from memtui.model.segments import BLOCK_STATES
+from memtui.model.segments import BLOCK_STATES, pool_name
 from memtui.units import format_bytes
 
 NAME = "info"
@@ -37,9 +37,23 @@ def _live_at_end(dev) -> int:
     return int(np.count_nonzero((dev.lives.start != -1) & (dev.lives.end == -1)))
 
 
+def _pools(dev) -> list[dict]:
+    """Each memory pool of the device's segments: torch's id, its name, segments, bytes."""
+    segs = dev.segments
+    out = []
+    for k, pool in enumerate(segs.pools):
+        mine = segs.pool == k
+        if not mine.any():
+            continue
+        out.append({"id": list(pool), "name": pool_name(pool), "segments": int(mine.sum()),
+                    "reserved": int(segs.total_size[mine].sum())})
+    return out
+
+
 def summarize(snapshot: Snapshot) -> dict:
     """The documented ``info --json`` object."""
     devices = []
+    overflowed = snapshot.trace_overflowed
     for dev in snapshot.present_devices:
         trace = dev.trace
         states = {name: 0 for name in BLOCK_STATES}
@@ -57,7 +71,12 @@ def summarize(snapshot: Snapshot) -> dict:
             "allocated": dev.allocated,
             "active": dev.active,
             "block_states": states,
+            "ghost_blocks": int(dev.ghost_blocks.sum()),
+            "pools": _pools(dev),
             "trace": {
+                "overflowed": overflowed,
+                "max_entries": snapshot.trace_max_entries,
+                "forward_frames": int(np.count_nonzero(trace.fwd >= 0)),
                 "entries": len(trace),
                 "actions": dev.action_counts(snapshot.actions.names),
                 "ooms": ooms,
@@ -73,9 +92,16 @@ def summarize(snapshot: Snapshot) -> dict:
         "devices": devices,
         "allocator_settings": json_value(snapshot.allocator_settings),
         "annotations": len(snapshot.annotations),
-        "warnings": list(snapshot.warnings),
+        "warnings": list(snapshot.warnings) + ([overflow_warning(snapshot)] if overflowed else []),
         "export_header": json_value(snapshot.header) if snapshot.header else None,
     }
+
+
+def overflow_warning(snapshot: Snapshot) -> str:
+    size = snapshot.trace_max_entries
+    ring = f"its {size:,}-entry ring buffer" if size else "its ring buffer"
+    return (f"the trace starts mid-run: {ring} overflowed (trace_alloc_overflowed), so older events were "
+            "dropped; blocks allocated before it are shown from the snapshot's segment list")
 
 
 def render_text(snapshot: Snapshot, summary: dict) -> str:
@@ -94,13 +120,20 @@ def render_text(snapshot: Snapshot, summary: dict) -> str:
         lines.append(f"  reserved {format_bytes(dev['reserved'])}   allocated {format_bytes(dev['allocated'])}"
                      f"   active {format_bytes(dev['active'])}")
         states = ", ".join(f"{k} {v:,}" for k, v in dev["block_states"].items() if v) or "none"
-        lines.append(f"  block states: {states}")
+        lines.append(f"  block states: {states}" + (f"   ghost blocks {dev['ghost_blocks']:,}" if dev["ghost_blocks"]
+                                                      else ""))
+        if len(dev["pools"]) > 1 or any(p["id"] != [0, 0] for p in dev["pools"]):
+            lines.append("  pools: " + ", ".join(f"{p['name']} ({p['segments']:,} seg, {format_bytes(p['reserved'])})"
+                                                 for p in dev["pools"]))
         span = ""
         if trace["first_time_us"] is not None and trace["last_time_us"] is not None:
             span = f" over {(trace['last_time_us'] - trace['first_time_us']) / 1e6:.3f}s"
-        lines.append(f"  trace: {trace['entries']:,} entries{span}")
+        lines.append(f"  trace: {trace['entries']:,} entries{span}"
+                     + ("  (overflowed: starts mid-run)" if trace["overflowed"] else ""))
         if trace["actions"]:
             lines.append("    " + ", ".join(f"{k} {v:,}" for k, v in trace["actions"].items()))
+        if trace["forward_frames"]:
+            lines.append(f"    {trace['forward_frames']:,} entries with forward_frames (backward ops, anomaly mode)")
         for oom in trace["ooms"]:
             lines.append(f"  OOM at event {oom['index']:,}: requested {format_bytes(oom['size'])},"
                          f" device free {format_bytes(oom['device_free'])}")

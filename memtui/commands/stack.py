@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from memtui.commands._common import add_json_flag, add_snapshot_argument, load, print_json
 from memtui.errors import UsageError
-from memtui.model import Match, Snapshot
+from memtui.model import Match, Snapshot, metadata
+from memtui.model import actions as act
 from memtui.model.address_n import parse_address
 from memtui.model.lifetimes import NONE
+from memtui.model.relevance import FORWARD_TEXT
+from memtui.model.segments import pool_name
 from memtui.model.stackless import stackless_context
 from memtui.units import format_bytes
 
@@ -30,7 +33,9 @@ def add_arguments(parser) -> None:
 
 
 def describe_match(snapshot: Snapshot, match: Match, all_frames: bool) -> dict:
-    """Everything about one allocation: its events and their stacks."""
+    """Everything about one allocation: its events and their stacks (a backward allocation's
+    forward stack too), the labels ``annotate`` entries gave it, its pool, and whether it is
+    a ghost block (live in the snapshot, allocated before the trace)."""
     dev = snapshot.devices[match.device]
     lives = dev.lives if match.kind == "block" else dev.segment_lives
     events = {}
@@ -41,11 +46,16 @@ def describe_match(snapshot: Snapshot, match: Match, all_frames: bool) -> dict:
         for label, column in names:
             i = int(column[match.life])
             if i != NONE:
+                action = int(dev.trace.action[i])
+                if action == act.FREE_REQUESTED:
+                    label = "free_requested"  # the end of a trace recorded without free_completed
                 events[label] = {"index": i, "stack": _frames(snapshot, int(dev.trace.stack[i]), all_frames),
-                                 "action": snapshot.actions.name(int(dev.trace.action[i]))}
+                                 "action": snapshot.actions.name(action)}
                 context = stackless_context(snapshot, match.device, i)
                 if context is not None:
                     events[label]["no_stack"] = context.note
+                if int(dev.trace.fwd[i]) >= 0:
+                    events[label]["forward_stack"] = _frames(snapshot, int(dev.trace.fwd[i]), True)
         size = int(lives.size[match.life])
     else:
         size = int(dev.blocks.size[match.block])
@@ -54,9 +64,28 @@ def describe_match(snapshot: Snapshot, match: Match, all_frames: bool) -> dict:
         result["block"] = {
             "state": dev.blocks.state_names[int(dev.blocks.state[match.block])],
             "stack": _frames(snapshot, int(dev.blocks.stack[match.block]), all_frames),
+            "ghost": bool(dev.ghost_blocks[match.block]),
         }
+        if int(dev.blocks.fwd[match.block]) >= 0:
+            result["block"]["forward_stack"] = _frames(snapshot, int(dev.blocks.fwd[match.block]), True)
+        segs = dev.segments
+        result["pool"] = pool_name(segs.pools[int(segs.pool[int(dev.blocks.segment[match.block])])])
+    if match.kind == "block":
+        notes = dev.annotations
+        found = notes.of_life(match.life) if match.life != NONE else \
+            notes.of_block(match.block) if match.block != NONE else []
+        result["annotations"] = [_annotation(snapshot, match.device, int(j), all_frames) for j in found]
     result["alloc_in_trace"] = "alloc" in events or "segment_alloc" in events
     return result
+
+
+def _annotation(snapshot: Snapshot, device: int, j: int, all_frames: bool) -> dict:
+    dev = snapshot.devices[device]
+    sid = int(dev.trace.meta[j])
+    value = snapshot.strings.raw(sid)
+    return {"index": dev.shown_index(j), "label": metadata.display(snapshot.strings[sid]),
+            "user_metadata": metadata.fields(value) if sid in snapshot.strings.dict_ids else value,
+            "stack": _frames(snapshot, int(dev.trace.stack[j]), all_frames)}
 
 
 def _frames(snapshot: Snapshot, sid: int, all_frames: bool) -> list[dict]:
@@ -84,7 +113,7 @@ def life_row(snapshot: Snapshot, match: Match) -> dict:
     if start is not None:
         row["top_frame"] = snapshot.event_top_frame(match.device, start)
     elif match.block != NONE:
-        row["top_frame"] = snapshot.stacks.top_frame_text(int(dev.blocks.stack[match.block]))
+        row["top_frame"] = snapshot.stacks.top_frame_text(int(dev.block_site_stack[match.block]))
     else:
         row["top_frame"] = ""
     row["state"] = dev.blocks.state_names[int(dev.blocks.state[match.block])] if match.block != NONE else None
@@ -117,16 +146,30 @@ def run(args) -> int:
     if args.json:
         print_json(info)
         return 0
-    print(f"{info['address_n']}  {format_bytes(info['size'])}  device {info['device']}")
-    if not info["alloc_in_trace"]:
+    pool = f"  {info['pool']}" if "pool" in info else ""
+    print(f"{info['address_n']}  {format_bytes(info['size'])}  device {info['device']}{pool}")
+    if info.get("block", {}).get("ghost"):
+        print("(ghost block: live in the snapshot's segment list, but no event of the trace is its allocation: "
+              "allocated before recording began, or its alloc fell off the ring buffer)")
+    elif not info["alloc_in_trace"]:
         print("(allocated before the trace starts: its alloc fell off the ring buffer or predates recording)")
     for label, event in info["events"].items():
         print(f"\n{label} at event {event['index']:,}:")
         _print_stack(event["stack"], event.get("no_stack", ""))
+        if "forward_stack" in event:
+            print("  forward stack (the op's forward pass):")
+            _print_stack(event["forward_stack"], indent="    ")
     if "block" in info:
         print(f"\nat snapshot time: {info['block']['state']}")
         if not info["events"]:
-            _print_stack(info["block"]["stack"])
+            _print_stack(info["block"]["stack"], "no stack: the trace never saw this allocation"
+                         if info["block"]["ghost"] else "")
+            if "forward_stack" in info["block"]:
+                print("  forward stack (the op's forward pass):")
+                _print_stack(info["block"]["forward_stack"], indent="    ")
+    for note in info.get("annotations", []):
+        print(f"\nannotation at event {note['index']:,}: {note['label']}")
+        _print_stack(note["stack"])
     return 0
 
 
@@ -173,8 +216,17 @@ def _index(i: int | None) -> str:
     return "-" if i is None else f"{i:,}"
 
 
-def _print_stack(frames: list[dict], no_stack: str = "") -> None:
+def _print_stack(frames: list[dict], no_stack: str = "", indent: str = "  ") -> None:
     if not frames:
-        print(f"  ({no_stack or 'no stack recorded'})")
+        print(f"{indent}({no_stack or 'no stack recorded'})")
     for f in frames:
-        print(f"  {f['filename']}:{f['line']} {f['name']}")
+        print(f"{indent}{f['filename']}:{f['line']} {f['name']}")
+        if f.get("fx_node_name"):
+            what = " ".join(str(f[k]) for k in ("fx_node_op", "fx_node_target") if f.get(k))
+            print(f"{indent}    fx node {f['fx_node_name']} {what}".rstrip())
+        for line in (f.get("fx_original_trace") or "").strip("\n").splitlines():
+            print(f"{indent}    | {line.rstrip()}")
+        code = (f.get(FORWARD_TEXT) or "").splitlines()[1:]
+        for line in code:
+            if line.strip():
+                print(f"{indent}    {line.strip()}")

@@ -37,7 +37,7 @@ class ExportTables:
         return {
             "kind": "tables",
             "actions": list(snapshot.actions.names),
-            "strings": [strings[int(i)] for i in self.strings],
+            "strings": [strings.raw(int(i)) for i in self.strings],
             # Frame maps carry any keys beyond filename/line/name (fx_*, a forward line's text).
             "frames": [stacks.frame_dict(int(f)) for f in self.frames],
             "stacks": [self.frame_map[stacks.frame_ids(int(s))].tolist() for s in self.stacks],

@@ -32,9 +32,36 @@ def check_snapshot(snapshot: Snapshot) -> list[Finding]:
     if snapshot.strings.escaped:
         findings.append(Finding("warning", None, f"{snapshot.strings.escaped} strings held control or invalid "
                                                  "characters; they are shown escaped"))
+    if snapshot.trace_overflowed:
+        size = snapshot.trace_max_entries
+        findings.append(Finding("note", None, "the trace's ring buffer" + (f" ({size:,} entries)" if size else "")
+                                + " overflowed (trace_alloc_overflowed): every trace starts mid-run"))
     for dev in snapshot.devices:
         findings.extend(_check_device(dev))
+        findings.extend(_skipped_actions(dev))
     return findings
+
+
+def _skipped_actions(dev: DeviceModel) -> list[Finding]:
+    """Notes for a trace recorded with ``skip_actions``: whole kinds of entry never appear.
+    Legitimate, and read accordingly (model/snapshot.py block_end_codes, replay.py)."""
+    action = dev.trace.action
+    if not len(action):
+        return []
+    present = set(np.unique(action).tolist())
+    blocks = present & {act.ALLOC, act.FREE_REQUESTED, act.FREE_COMPLETED}
+    notes = []
+    if blocks and act.FREE_REQUESTED not in present and act.FREE_COMPLETED in present:
+        notes.append("no free_requested entries (skip_actions): an allocation ends at its free_completed")
+    if act.FREE_REQUESTED in present and not present & set(act.BLOCK_END) and dev.lives.request.max(
+            initial=NONE) == NONE:
+        notes.append("no free_completed entries (skip_actions): an allocation ends at its free_requested")
+    if blocks and not present & set(act.SEGMENT_ACTIONS):
+        notes.append("no segment events (skip_actions, or none happened): segments are the snapshot's own; "
+                     "memory outside them stands in segments inferred from its blocks")
+    if blocks and act.ALLOC not in present:
+        notes.append("no alloc entries (skip_actions): every allocation starts before the trace")
+    return [Finding("note", dev.device, n) for n in notes]
 
 
 def _check_device(dev: DeviceModel) -> list[Finding]:
@@ -62,7 +89,7 @@ def _check_device(dev: DeviceModel) -> list[Finding]:
             warn(f"time goes backwards {backwards} times in the trace")
         lives = dev.lives
         orphan_frees = int(np.count_nonzero(lives.start == NONE))
-        if orphan_frees:
+        if orphan_frees and np.count_nonzero(trace.action == act.ALLOC):
             note(f"{orphan_frees} frees whose alloc is not in the trace (the trace starts mid-run: a wrapped "
                  "ring buffer or recording started late)")
         double_alloc = _events_per_life(dev, act.ALLOC)

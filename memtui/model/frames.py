@@ -178,10 +178,11 @@ class FrameTable:
         return len(self._keys) if self._keys else len(self.filename)
 
     def extras(self, fid: int) -> list[tuple[str, str]]:
-        """The frame's keys beyond filename, line and name, as torch wrote them, in order."""
+        """The frame's keys beyond filename, line and name, exactly as torch wrote them (not
+        escaped for a terminal: split multi-line values, then escape each line), in order."""
         lo, hi = int(self.extra_offsets[fid]), int(self.extra_offsets[fid + 1])
-        strings = self.strings
-        return [(strings[int(k)], strings[int(v)]) for k, v in zip(self.extra_key[lo:hi], self.extra_value[lo:hi])]
+        raw = self.strings.raw
+        return [(raw(int(k)), raw(int(v))) for k, v in zip(self.extra_key[lo:hi], self.extra_value[lo:hi])]
 
     def extra(self, fid: int, key: str) -> str | None:
         return next((v for k, v in self.extras(fid) if k == key), None)

@@ -63,6 +63,21 @@ class DeviceModel:
     source_version: np.ndarray | None = None
     source_time_origin_us: float = math.nan
     partial_trace: bool = False
+    # Where a trace entry or a block has forward_frames: the stack that names each one
+    # (model/relevance.py, site_stacks); None when nothing has any, and then the own stack.
+    forward_site: np.ndarray | None = None
+    block_forward_site: np.ndarray | None = None
+
+    @property
+    def site_stack(self) -> np.ndarray:
+        """Per event: the stack that names it and groups it by call site (model/relevance.py):
+        its own, or for a backward allocation without a user frame its forward traceback."""
+        return self.trace.stack if self.forward_site is None else self.forward_site
+
+    @property
+    def block_site_stack(self) -> np.ndarray:
+        """Per block of the snapshot: the stack that names it (as :attr:`site_stack`)."""
+        return self.blocks.stack if self.block_forward_site is None else self.block_forward_site
 
     # -- figures -------------------------------------------------------------------
     @property
@@ -235,7 +250,6 @@ class Snapshot:
     header: dict | None = None  # present when opened from a memtui export
     warnings: list[str] = field(default_factory=list)
     traced_devices: int = 0  # how many device traces the file holds (0 for a bare segment list)
-    _site_stacks: dict = field(default_factory=dict, repr=False, compare=False)
 
     # -- the recording ----------------------------------------------------------------------
     @property
@@ -250,20 +264,6 @@ class Snapshot:
         value = self.allocator_settings.get("trace_alloc_max_entries")
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
-    def site_stacks(self, device: int) -> np.ndarray:
-        """Per event: the stack that names it (model/relevance.py): its own, or for a backward
-        allocation without a user frame, its forward traceback's."""
-        found = self._site_stacks.get(device)
-        if found is None:
-            trace = self.devices[device].trace
-            found = site_stacks(trace.stack, trace.fwd, self.stacks.label_is_user())
-            self._site_stacks[device] = found
-        return found
-
-    def block_site_stacks(self, device: int) -> np.ndarray:
-        """Per block of the snapshot: the stack that names it (as :meth:`site_stacks`)."""
-        blocks = self.devices[device].blocks
-        return site_stacks(blocks.stack, blocks.fwd, self.stacks.label_is_user())
 
     @property
     def name(self) -> str:
@@ -317,7 +317,7 @@ class Snapshot:
         """The label of event ``i``: its stack's label frame (a backward allocation's forward
         traceback's, model/relevance.py), or for an event recorded without a stack what is
         known of it (``(backward) train.py:47 main``), or ''."""
-        sid = int(self.site_stacks(device)[i])
+        sid = int(self.devices[device].site_stack[i])
         if sid >= 0:
             return self.stacks.frames.label_text(int(self.stacks.label[sid]), short)
         context = stackless_context(self, device, i)
@@ -365,6 +365,7 @@ def assemble_model(raw: dict, columns: list[TraceColumns], tables: ModelTables, 
         per_device_segments[_as_device(seg.get("device", 0))].append(seg)
     tables_per_device = [build_segments(segs, stacks, strings, warnings) for segs in per_device_segments]
     stacks.freeze()
+    label_is_user = stacks.label_is_user()
 
     devices = []
     for d in range(n_devices):
@@ -376,6 +377,10 @@ def assemble_model(raw: dict, columns: list[TraceColumns], tables: ModelTables, 
                                           act.SEGMENT_END)
         block_version, block_life = _link_blocks(block_table, lives)
         dev = DeviceModel(d, trace, lives, segment_lives, seg_table, block_table, block_version, block_life)
+        if (trace.fwd >= 0).any():
+            dev.forward_site = site_stacks(trace.stack, trace.fwd, label_is_user)
+        if (block_table.fwd >= 0).any():
+            dev.block_forward_site = site_stacks(block_table.stack, block_table.fwd, label_is_user)
         _attach_source_rows(dev, raw)
         devices.append(dev)
 

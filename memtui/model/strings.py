@@ -103,6 +103,17 @@ class StringTable:
     def find(self, value: str) -> int | None:
         return self._ids.get(value)
 
+    def raw(self, sid: int) -> str:
+        """The string as the file had it, before control characters were escaped: what is
+        written back (exports, ``convert``) and split into lines before showing."""
+        raw = self.__dict__.get("_raw")
+        if raw is None or len(raw) != len(self.values):
+            raw = [""] * len(self.values)
+            for key, i in self._ids.items():
+                raw[i] = key
+            self.__dict__["_raw"] = raw
+        return raw[sid]
+
     def __getitem__(self, sid: int) -> str:
         return self.values[sid]
 

@@ -13,10 +13,11 @@ import math
 
 import numpy as np
 
-from memtui.model import Snapshot
+from memtui.model import Snapshot, metadata
 from memtui.model.lifetimes import NONE
+from memtui.model.segments import pool_kind
 from memtui.query.nodes import And, FilterError, Flag, MatchAll, Node, Not, Or, Term
-from memtui.query.values import AddressValue, FileValue, Range
+from memtui.query.values import AddressValue, FileValue, PoolValue, Range
 
 
 class EvalContext:
@@ -195,11 +196,25 @@ def term_seg(ctx: EvalContext, term: Term) -> np.ndarray:
     return ctx.none()
 
 
+def pool_matches(pool: tuple, value: PoolValue) -> bool:
+    """Does torch's ``segment_pool_id`` ``pool`` match a ``pool:`` value?"""
+    pool = tuple(pool)
+    if value.kind is None:
+        return pool[:len(value.prefix)] == value.prefix
+    kind = pool_kind(pool)
+    if value.kind == "private":
+        return kind != "default"
+    if kind != value.kind:
+        return False
+    if value.number is None:
+        return True
+    return (pool[0] if kind == "graph" else pool[-1]) == value.number
+
+
 def term_pool(ctx: EvalContext, term: Term) -> np.ndarray:
     """Events whose address lies in a snapshot-time segment of a matching pool."""
     segs = ctx.dev.segments
-    prefix = tuple(term.value)
-    wanted = [i for i, pool in enumerate(segs.pools) if tuple(pool[:len(prefix)]) == prefix]
+    wanted = [i for i, pool in enumerate(segs.pools) if pool_matches(pool, term.value)]
     chosen = np.nonzero(np.isin(segs.pool, wanted))[0]
     starts = [int(segs.address[i]) for i in chosen]
     ends = [int(segs.address[i]) + int(segs.total_size[i]) for i in chosen]
@@ -232,8 +247,21 @@ def term_ctx(ctx: EvalContext, term: Term) -> np.ndarray:
 
 
 def term_meta(ctx: EvalContext, term: Term) -> np.ndarray:
+    """``user_metadata`` as text, or ``key=value`` of structured metadata (model/metadata.py);
+    an allocation an ``annotate`` entry labelled so matches with all its events."""
     text = term.value
-    return ctx.string_mask(lambda s: text in s)[ctx.trace.meta]
+    strings = ctx.snapshot.strings
+    raw = strings.raw
+    hit = np.fromiter((metadata.matches(raw(i), text) for i in range(len(strings))), bool, len(strings))
+    mask = hit[ctx.trace.meta]
+    notes = ctx.dev.annotations
+    if len(notes):
+        lives = notes.life[hit[ctx.trace.meta[notes.event]] & (notes.life != NONE)]
+        if len(lives):
+            labelled = np.zeros(len(ctx.dev.lives), bool)
+            labelled[lives] = True
+            mask |= _per_event(ctx.dev.lives.event_life, labelled)
+    return mask
 
 
 def term_file(ctx: EvalContext, term: Term) -> np.ndarray:

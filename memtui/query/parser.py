@@ -36,8 +36,8 @@ FIELDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "time": ("a time such as 1.5s, 200ms or 1s..3s", (":",) + v.COMPARISONS),
     "event": ("an event index such as 1000 or 1000..2000", (":",) + v.COMPARISONS),
     "ctx": ("compile-context text", (":",)),
-    "meta": ("user-metadata text", (":",)),
-    "pool": ("a memory pool id such as 0,0", (":",)),
+    "meta": ("user-metadata text or key=value", (":",)),
+    "pool": ("a memory pool: an id such as 0,1, or default, private, graph, mempool (graph1, mempool2)", (":",)),
     "seg": ("a segment address such as 7f0640000000", (":",)),
 }
 ALIASES = {"function": "func", "filename": "file", "index": "event", "segment": "seg", "dev": "device"}
@@ -161,7 +161,9 @@ def _parse_value(field: str, op: str, text: str, position: int, what: str) -> ob
         return v.parse_range(text, op, position, v.index_value, what)
     if field == "action":
         return v.name_list(text, position, what)
-    if field in ("stream", "device", "pool"):
+    if field == "pool":
+        return v.pool_value(text, position, what)
+    if field in ("stream", "device"):
         return v.int_list(text, position, what)
     if field in ("addr", "id", "seg"):
         return v.address_value(text, position, what)

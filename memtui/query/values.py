@@ -39,6 +39,26 @@ class AddressValue:
 
 
 @dataclass(frozen=True)
+class PoolValue:
+    """``pool:`` by torch's id (a prefix of ``segment_pool_id``) or by kind and number."""
+
+    prefix: tuple[int, ...] = ()
+    kind: str | None = None  # default, private (any but the default), graph, mempool
+    number: int | None = None  # graph pool N / mempool N
+
+
+POOL_KINDS = ("default", "private", "graph", "mempool")
+_POOL_NAME = re.compile(r"^(default|private|graph|mempool)(\d*)$")
+
+
+def pool_value(text: str, position: int, what: str) -> PoolValue:
+    m = _POOL_NAME.match(text.strip().lower())
+    if m:
+        return PoolValue(kind=m.group(1), number=int(m.group(2)) if m.group(2) else None)
+    return PoolValue(prefix=int_list(text, position, what))
+
+
+@dataclass(frozen=True)
 class FileValue:
     text: str  # lower-cased substring of the filename
     line: int | None

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memtui.model import actions as act
+from memtui.model import metadata
 from memtui.tui.device_view import DeviceView
 from memtui.tui.locations import Location, fit_location, table_location
 from memtui.units import format_bytes, format_seconds
@@ -101,11 +102,16 @@ class EventColumns:
         ]
         if layout.stream:
             cells.append(f"{format_stream(int(trace.stream[i])):>{layout.stream}}")
-        sid = int(trace.stack[i])
-        if sid >= 0:
+        sid = int(view.device.site_stack[i])
+        if code == act.ANNOTATE:  # the label is what an annotation says; its site is in the inspector
+            label = metadata.display(view.snapshot.strings[int(trace.meta[i])])
+            frame = fit_location(f"label: {label}", layout.frame)
+        elif sid >= 0:
             frame = self.frame_text(sid).fit(layout.frame)
         else:
             frame = fit_location(view.snapshot.event_top_frame(view.device.device, i, short=True), layout.frame)
+        if view.snapshot.trace_overflowed and view.device.shown_index(i) == 0:
+            frame = fit_location("⚠ ring buffer overflowed: the trace starts mid-run · " + frame, layout.frame)
         cells.append(frame)
         return cells, code
 

@@ -11,8 +11,11 @@ import os
 from dataclasses import dataclass
 
 from memtui.model import actions as act
+from memtui.model import metadata
 from memtui.model.lifetimes import NONE
+from memtui.model.relevance import FORWARD_TEXT, FX_NODE_NAME, FX_NODE_OP, FX_NODE_TARGET, FX_ORIGINAL_TRACE
 from memtui.model.stackless import stackless_context
+from memtui.model.strings import terminal_safe
 from memtui.replay import AllocatorState
 from memtui.state_figures import count_blocks, largest_free_text, pool_free, request_pool, segment_pools
 from memtui.tui.device_view import DeviceView
@@ -56,8 +59,10 @@ def event_lines(view: DeviceView, i: int, state: AllocatorState, opts: InspectOp
         lines += oom_lines(view, i, state)
     lines += _context_lines(view, i)
     lines += _life_lines(view, i)
+    lines += _annotation_lines(view, i)
     lines.append([])
     lines += stack_section(view, int(trace.stack[i]), f"stack of this {name}", opts, event=i)
+    lines += forward_section(view, int(trace.fwd[i]))
     partner = _partner_event(view, i)
     if partner is not None:
         label, j = partner
@@ -100,8 +105,36 @@ def _context_lines(view: DeviceView, i: int) -> list[Line]:
         lines.append(_kv("compile context", ctx))
     meta = strings[int(view.device.trace.meta[i])]
     if meta:
-        lines.append(_kv("user metadata", meta))
+        label = "label" if int(view.device.trace.action[i]) == act.ANNOTATE else "user metadata"
+        lines.append(_kv(label, metadata.display(meta)))
     return lines
+
+
+def _annotation_lines(view: DeviceView, i: int) -> list[Line]:
+    """For an ``annotate`` entry, what it labels; for an allocation's events, its labels."""
+    dev = view.device
+    notes = dev.annotations
+    if not len(notes):
+        return []
+    if int(dev.trace.action[i]) == act.ANNOTATE:
+        row = notes.row_of_event(i)
+        target = dev.event_address_n(i)
+        if row == NONE or not target:
+            return [_kv("labels", "no allocation live at this address", "warn")]
+        ghost = int(notes.life[row]) == NONE
+        return [_kv("labels", target + (" (allocated before the trace)" if ghost else ""))]
+    life = int(dev.lives.event_life[i])
+    if life == NONE:
+        return []
+    return label_lines(view, notes.of_life(life))
+
+
+def label_lines(view: DeviceView, events) -> list[Line]:
+    """One line per ``annotate`` entry: its label and where it was recorded."""
+    dev = view.device
+    strings = view.snapshot.strings
+    return [_kv("annotation", f"{metadata.display(strings[int(dev.trace.meta[int(j)])])}"
+                f" (event {dev.shown_index(int(j)):,})") for j in events]
 
 
 def _life_lines(view: DeviceView, i: int) -> list[Line]:
@@ -156,12 +189,26 @@ def block_lines(view: DeviceView, state: AllocatorState, block: int, opts: Inspe
         lines.append(_kv("requested", format_bytes(int(dev.lives.size[life]))))
         lines += _life_lines(view, start if start != NONE else int(dev.lives.end[life]) if int(
             dev.lives.end[life]) != NONE else int(dev.lives.request[life]))
+    ghost = life == NONE and final != NONE and bool(dev.ghost_blocks[final])
+    if ghost:
+        lines.append(_kv("ghost block", "in the snapshot's segment list, no event in the trace: allocated "
+                         "before recording began or its alloc fell off the ring buffer", "warn"))
+    if len(dev.annotations):
+        notes = dev.annotations.of_life(life, state.index) if life != NONE else \
+            dev.annotations.of_block(final, state.index) if final != NONE else []
+        lines += label_lines(view, notes)
     lines.append([])
     if start != NONE:
         lines += stack_section(view, int(dev.trace.stack[start]), f"allocated at event {start:,}", opts,
                                event=start)
+        lines += forward_section(view, int(dev.trace.fwd[start]))
     elif final != NONE:
-        lines += stack_section(view, int(dev.blocks.stack[final]), "allocated (before the trace)", opts)
+        title = "ghost block: allocated before the trace" if ghost else "allocated (before the trace)"
+        if int(dev.blocks.stack[final]) < 0 and ghost:
+            lines += [[(title, "section")], [("  no stack: the trace never saw this allocation", "muted")]]
+        else:
+            lines += stack_section(view, int(dev.blocks.stack[final]), title, opts)
+        lines += forward_section(view, int(dev.blocks.fwd[final]))
     else:
         lines.append([("  no allocation stack recorded", "muted")])
     return lines
@@ -174,7 +221,8 @@ def segment_lines(view: DeviceView, state: AllocatorState, segment: int, opts: I
     free, largest = layout.free_figures(segment)
     pools = segment_pools(state, dev, view.snapshot.strings)
     lines: list[Line] = [[(f"segment {addr:x} · {format_bytes(size)}", "title")]]
-    lines.append(_kv("pool", pools.name(segment)))
+    lines.append(_kv("pool", f"{pools.name(segment)}" + ("" if pools.private[segment] else
+                                                         f", {pools.pool_label(segment)}")))
     lines.append(_kv("blocks", count_blocks(state, segment).blocks_text()))
     lines.append(_kv("free", f"{format_bytes(free)}, largest free block {format_bytes(largest)}"))
     lines.append(_kv("stream", str(int(state.seg_stream[segment]))))
@@ -221,8 +269,9 @@ def stack_section(view: DeviceView, sid: int, title: str, opts: InspectOptions,
         for fid in group.frames:
             style = "native" if frames.native[fid] else "user" if frames.user[fid] else "frame"
             lines.append(_frame_line(frames.name_of(fid), frames.filename_of(fid), int(frames.line[fid]), style))
-            if not source_done and fid == label_frame:
-                lines += _source_lines(frames.filename_of(fid), int(frames.line[fid]))
+            lines += _extra_lines(frames, fid)
+            if not source_done and (fid == label_frame or int(frames.original[fid]) == label_frame):
+                lines += _source_lines(frames.filename_of(label_frame), int(frames.line[label_frame]))
                 source_done = True
         if group.repeat > 1:
             what = "frame above repeats" if len(group.frames) == 1 else f"{len(group.frames)} frames above repeat"
@@ -231,6 +280,41 @@ def stack_section(view: DeviceView, sid: int, title: str, opts: InspectOptions,
         lines.append([(f"  ({hidden} C++ frames hidden: c shows them)", "muted")])
     elif opts.show_native and len(visible) and frames.native[all_ids].any() and not frames.native[all_ids].all():
         lines.append([(f"  ({int(frames.native[all_ids].sum())} C++ frames shown: c hides them)", "muted")])
+    return lines
+
+
+def forward_section(view: DeviceView, sid: int) -> list[Line]:
+    """The forward traceback torch recorded for a backward allocation (``forward_frames``,
+    anomaly mode): where in the forward pass the op ran, innermost line first."""
+    if sid < 0:
+        return []
+    stacks = view.snapshot.stacks
+    frames = stacks.frames
+    lines: list[Line] = [[], [("forward stack (the op's forward pass, anomaly mode)", "section")]]
+    for fid in stacks.frame_ids(sid):
+        fid = int(fid)
+        style = "user" if frames.user[fid] else "frame"
+        lines.append(_frame_line(frames.name_of(fid), frames.filename_of(fid), int(frames.line[fid]), style))
+        code = (frames.extra(fid, FORWARD_TEXT) or "").splitlines()[1:]
+        lines += [[(f"     {terminal_safe(text.strip())}", "source")] for text in code if text.strip()]
+    return lines
+
+
+def _extra_lines(frames, fid: int) -> list[Line]:
+    """What an FX frame adds: its node, and the model code the node came from."""
+    if not frames.generated[fid] or frames.extra_offsets[fid + 1] == frames.extra_offsets[fid]:
+        return []
+    extras = dict(frames.extras(fid))
+    lines: list[Line] = []
+    node = extras.get(FX_NODE_NAME)
+    if node:
+        what = " · ".join(terminal_safe(v) for v in (extras.get(FX_NODE_OP), extras.get(FX_NODE_TARGET)) if v)
+        lines.append([("     fx node ", "muted"), (terminal_safe(node), "value"),
+                      (f"  {what}" if what else "", "muted")])
+    trace = extras.get(FX_ORIGINAL_TRACE)
+    if trace:
+        lines.append([("     from the model's code:", "muted")])
+        lines += [[(f"       {terminal_safe(text.rstrip())}", "source")] for text in trace.strip("\n").splitlines()]
     return lines
 
 

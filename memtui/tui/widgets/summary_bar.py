@@ -40,7 +40,10 @@ class SummaryBar(Static):
         text.append(f" · device {dev.device}" + (f" (of {n_devices})" if n_devices > 1 else ""))
         if ooms:
             text.append(f" · {plural(ooms, 'OOM')}", "bold red")
-        text.append(f" · {plural(view.n_events, 'event')} · reserved {format_bytes(dev.reserved)}"
+        text.append(f" · {plural(view.n_events, 'event')}")
+        if snap.trace_overflowed:  # torch says the ring buffer wrapped: the trace starts mid-run
+            text.append(" (ring buffer overflowed: starts mid-run)", "bold yellow")
+        text.append(f" · reserved {format_bytes(dev.reserved)}"
                     f" · allocated {format_bytes(dev.allocated)} · active {format_bytes(dev.active)}"
                     f" · peak {format_bytes(view.peak_allocated)}")
         text.append(f" · {count_blocks(view.replayer.state_at(view.n_events - 1)).text()}")
