@@ -41,6 +41,15 @@ class TreeNode:
     children: list[TreeNode] = field(default_factory=list)
     parent: TreeNode | None = field(default=None, repr=False)
     frame: dict | None = None  # {filename, line, name} for a frame node
+    rules: np.ndarray | None = None  # bytes per rule, in the order of the root's ``rule_codes``
+    rule_codes: list[int] = field(default_factory=list)  # the root's: which rule each column is
+
+    def top_rule(self) -> int | None:
+        """The code of the rule (memtui/analysis/categories.py) that placed most of its bytes."""
+        if self.rules is None or not self.rules.any():
+            return None
+        root = self.path()[0]
+        return root.rule_codes[int(np.argmax(self.rules))]
 
     @property
     def depth(self) -> int:
@@ -82,26 +91,33 @@ def live_tree(snapshot: Snapshot, live: LiveSet, n_categories: int, show_interna
     per = np.zeros((len(keys), n_categories), np.int64)
     np.add.at(per, (inverse, live.category.astype(np.int64)), live.size)
     counts = np.bincount(inverse, minlength=len(keys))
+    codes, rule_index = np.unique(live.rule, return_inverse=True)
+    per_rule = np.zeros((len(keys), len(codes)), np.int64)
+    np.add.at(per_rule, (inverse, rule_index), live.size)
+    root.rule_codes = [int(c) for c in codes]
+    root.rules = np.zeros(len(codes), np.int64)
     index: dict[tuple[int, int], TreeNode] = {}  # (id of parent node, key) -> child
     for k, packed in enumerate(keys):
         sid, via = divmod(int(packed), 3)
         node = root
-        _add(node, per[k], int(counts[k]))
+        _add(node, per[k], int(counts[k]), per_rule[k])
         for part in _path(snapshot, sid, via, show_internal):
             child = index.get((id(node), part))
             if child is None:
                 child = _new_node(snapshot, part, node, n_categories)
+                child.rules = np.zeros(len(codes), np.int64)
                 index[(id(node), part)] = child
                 node.children.append(child)
             node = child
-            _add(node, per[k], int(counts[k]))
+            _add(node, per[k], int(counts[k]), per_rule[k])
     for node in root.walk():
         node.children.sort(key=lambda c: (-c.bytes, -c.count, c.label))
     return root
 
 
-def _add(node: TreeNode, per_category: np.ndarray, count: int) -> None:
+def _add(node: TreeNode, per_category: np.ndarray, count: int, per_rule: np.ndarray) -> None:
     node.categories += per_category
+    node.rules += per_rule
     node.bytes += int(per_category.sum())
     node.count += count
 

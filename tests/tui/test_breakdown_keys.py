@@ -167,3 +167,41 @@ async def test_b_and_T_on_the_million_event_trace_at_80x24():
         await settle(app, pilot)
         assert pane.breakdown.moment.event == screen.cursor
         assert sum(pane.breakdown.categories.values()) == int(screen.current_view.allocated[screen.cursor])
+
+
+async def test_the_breakdown_follows_a_change_of_device():
+    app = make_app(SAMPLES / "train_linear_adam.pickle.xz")
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await ready(app, pilot)
+        await pilot.press("b", "T")
+        await settle(app, pilot)
+        timeline = screen.query_one(Timeline)
+        pane = screen.query_one(BreakdownPane)
+        first = screen.current_view.device.device
+        assert pane.breakdown.device == first and pane.breakdown.allocated > 0
+        await pilot.press("d")
+        await settle(app, pilot)
+        await settle(app, pilot)
+        assert screen.current_view.device.device != first
+        assert pane.breakdown.device == screen.current_view.device.device
+        assert timeline.stacked and timeline.render_line(1).text  # drawn for the other device
+        await pilot.press("d")
+        await settle(app, pilot)
+        await settle(app, pilot)
+        assert pane.breakdown.device == first and timeline.stacked
+
+
+async def test_the_selected_node_says_which_rule_placed_its_memory():
+    app = make_app(SAMPLES / "scenarios" / "train_mlp_adam_py.pickle.xz")
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(app, pilot)
+        main.action_go_to_peak()
+        await settle(app, pilot)
+        await pilot.press("B")
+        await settle(app, pilot)
+        await pilot.press("slash", *"_init_group", "enter")
+        await settle(app, pilot)
+        await pilot.press("down", "up")
+        await settle(app, pilot)
+        status = str(app.screen.query_one("#breakdown-status").render())
+        assert "optimizer_state" in status and "kept after that step" in status

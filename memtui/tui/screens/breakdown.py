@@ -28,7 +28,7 @@ class BreakdownScreen(Screen[int]):
     """Dismissed with the event its cursor is on."""
 
     DEFAULT_CSS = """
-    BreakdownScreen #breakdown-status { height: 1; color: $text-muted; padding: 0 1; }
+    BreakdownScreen #breakdown-status { height: auto; max-height: 2; color: $text-muted; padding: 0 1; }
     BreakdownScreen #breakdown-timeline { height: 7; }
     BreakdownScreen.-short #breakdown-timeline { height: 5; }
     BreakdownScreen #breakdown-panes { height: 1fr; }
@@ -185,6 +185,17 @@ class BreakdownScreen(Screen[int]):
     def _close_search(self) -> None:
         self.query_one("#breakdown-search", Input).remove_class("-open")
         self.tree.focus()
+
+    def on_call_tree_node_selected(self, message: CallTree.NodeSelected) -> None:
+        """Why the selected node's memory is what it is: its largest category and the rule
+        that put it there (docs/analyses.md, Categories)."""
+        node = message.node
+        code = node.top_rule()
+        if code is None:
+            return
+        names = self.model.names
+        top = int(np.argmax(node.categories))
+        self._say(f"{format_bytes(int(node.categories[top]))} {names[top]}: {self.model.table.rule_text(code)}")
 
     def on_call_tree_status(self, message: CallTree.Status) -> None:
         if message.text:

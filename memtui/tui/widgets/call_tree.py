@@ -65,6 +65,16 @@ class CallTree(ScrollView, can_focus=True):
     class SearchRequested(Message):
         """`/`: the screen asks for the text to search."""
 
+    class NodeSelected(Message):
+        """The cursor is on another node."""
+
+        def __init__(self, node: TreeNode) -> None:
+            super().__init__()
+            self.node = node
+
+        def can_replace(self, message: Message) -> bool:
+            return type(message) is type(self)
+
     class Status(Message):
         """What the last key did, for the screen's status line."""
 
@@ -210,6 +220,7 @@ class CallTree(ScrollView, can_focus=True):
         self._selected = self._rows[self._cursor][2]
         self._scroll_to_cursor()
         self.refresh()
+        self.post_message(self.NodeSelected(self._rows[self._cursor][0]))
 
     def action_move(self, delta: int) -> None:
         self._select(self._cursor + delta)

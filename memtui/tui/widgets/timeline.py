@@ -87,6 +87,8 @@ class Timeline(Widget):
         self._present: list[int] = []  # categories with bytes in the drawn columns
 
     def set_view(self, view: DeviceView) -> None:
+        if self._view is not None and view is not self._view:
+            self._values_at = None  # categories belong to one device: whoever set them sets them again
         self._view = view
         self._cache.clear()
         self._mark_columns = None
@@ -185,7 +187,7 @@ class Timeline(Widget):
         view = self._view
         rows, cols = max(0, height - 2), self._plot_width(width)
         points = peak_points(view.allocated, cols) if view.n_events else np.zeros(0, np.int64)
-        values = self._values_at(points) if len(points) else np.zeros((len(self._category_names), 0), np.int64)
+        values = self._values_at(points) if len(points) else np.zeros((len(self._category_names), cols), np.int64)
         self._present = [k for k in range(len(values)) if values[k].any()]
         top = max(int(values.sum(axis=0).max()) if values.size else 0, 1)
         picture = stacked_raster(values, rows, top)
