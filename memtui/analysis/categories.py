@@ -158,14 +158,13 @@ def categorize(snapshot: Snapshot, dev: DeviceModel, rules: CategoryRules | None
         under_call = (alloc_stack < 0) & (start >= 0) & phases.backward[a] & (before != NONE)
         shown_stack[under_call] = dev.trace.stack[before[under_call]]
         via[under_call] = VIA_BACKWARD_CALL
-        forward = _forward_stacks(dev)
-        if forward is not None:
-            # forward_frames name the forward op a backward node belongs to: a better place
-            # than the backward() call, or than a stack of the engine's C++ frames only.
-            native_only = _native_only(snapshot.stacks)
-            use = (start >= 0) & (forward[a] >= 0) & ((alloc_stack < 0) | native_only[alloc_stack + 1])
-            shown_stack[use] = forward[a][use]
-            via[use] = VIA_FORWARD
+    # forward_frames name the forward op a backward node belongs to: a better place than
+    # the backward() call or the engine's C++ frames. The model says which stack names each
+    # allocation (model/relevance.py, site_stacks), as every other view groups them.
+    site = _site_stacks(dev, start, unlinked, n_lives)
+    use = (site >= 0) & (site != alloc_stack)
+    shown_stack[use] = site[use]
+    via[use] = VIA_FORWARD
 
     def per_block(values: np.ndarray) -> np.ndarray:
         out = np.empty(len(blocks), values.dtype)
@@ -185,20 +184,24 @@ def categorize(snapshot: Snapshot, dev: DeviceModel, rules: CategoryRules | None
         per_span(shown_stack), per_span(via), per_block(shown_stack), per_block(via), rules, n_lives)
 
 
+def _site_stacks(dev: DeviceModel, start: np.ndarray, unlinked: np.ndarray, n_lives: int) -> np.ndarray:
+    """Per row: the stack the model names it by (its forward traceback's for a backward
+    allocation, where the trace has forward_frames), or -1 where the model has none."""
+    out = np.full(len(start), -1, np.int64)
+    traced = np.nonzero(start >= 0)[0]
+    site = getattr(dev, "site_stack", None)
+    if site is not None and len(traced) and site is not dev.trace.stack:
+        out[traced] = site[start[traced]]
+    block_site = getattr(dev, "block_site_stack", None)
+    if block_site is not None and len(unlinked) and block_site is not dev.blocks.stack:
+        out[n_lives:] = block_site[unlinked]
+    return out
+
+
 def _forward_stacks(dev: DeviceModel) -> np.ndarray | None:
     """Each event's forward_frames stack id (-1: none), or None when the trace has none."""
     fwd = getattr(dev.trace, "fwd", None)
     return fwd if fwd is not None and len(fwd) and (fwd >= 0).any() else None
-
-
-def _native_only(stacks) -> np.ndarray:
-    """Per stack id + 1: the stack has C++ frames only (slot 0, no stack: False)."""
-    out = np.zeros(len(stacks) + 1, bool)
-    if len(stacks) and len(stacks.flat):
-        starts = np.minimum(stacks.offsets[:-1], len(stacks.flat) - 1)
-        nonempty = stacks.offsets[1:] > stacks.offsets[:-1]
-        out[1:] = np.logical_and.reduceat(stacks.frames.native[stacks.flat], starts) & nonempty
-    return out
 
 
 def _classify(start, stop, alloc_stack, size, flags, phases: Phases, dev: DeviceModel, n: int):
