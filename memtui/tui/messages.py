@@ -1,52 +1,96 @@
-"""Messages that workers post to the app and screens (workers never touch widgets)."""
+"""Every message a worker posts (workers never touch widgets; they report back only this way).
+
+A widget's own messages stay nested in the widget (``EventLog.CursorMoved``); those and
+these are dataclasses. A :class:`Latest` message is worth nothing once a newer one of its
+kind is queued right behind it: Textual then drops it (``can_replace``), so a held key or a
+fast worker costs one update, not one per step.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from textual.message import Message
 
+from memtui.export.writer import ExportResult
 from memtui.model import Snapshot
 from memtui.tui.device_view import DeviceView
 from memtui.tui.search import SearchResult
 
 
-class LoadProgress(Message):
+class Latest(Message):
+    """A message that a newer one of the same kind, queued right behind it, replaces."""
+
+    def can_replace(self, message: Message) -> bool:
+        return type(message) is type(self)
+
+
+# -- opening a snapshot (memtui/tui/app.py) --------------------------------------------------
+@dataclass
+class LoadProgress(Latest):
     """The loader reached ``done`` of ``total`` in ``stage`` (total 0: unknown)."""
 
-    def __init__(self, stage: str, done: int, total: int) -> None:
-        super().__init__()
-        self.stage = stage
-        self.done = done
-        self.total = total
+    stage: str
+    done: int
+    total: int
 
 
+@dataclass
 class LoadFinished(Message):
-    def __init__(self, snapshot: Snapshot, view: DeviceView) -> None:
-        super().__init__()
-        self.snapshot = snapshot
-        self.view = view
+    snapshot: Snapshot
+    view: DeviceView
 
 
+@dataclass
 class LoadFailed(Message):
     """The file cannot be opened: one line for the user and the exit status."""
 
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__()
-        self.message = message
-        self.exit_code = exit_code
+    message: str
+    exit_code: int
 
 
+# -- the explorer (memtui/tui/screens/main.py) ------------------------------------------------
+@dataclass
 class DeviceReady(Message):
     """A device's view was built in a worker and can be shown."""
 
-    def __init__(self, view: DeviceView, then: Callable[[], None] | None = None) -> None:
-        super().__init__()
-        self.view = view
-        self.then = then  # what to do once the view shows (apply a search, go to an OOM)
+    view: DeviceView
+    then: Callable[[], None] | None = None  # what to do once the view shows (apply a search, go to an OOM)
 
 
+@dataclass
 class SearchDone(Message):
-    def __init__(self, result: SearchResult) -> None:
-        super().__init__()
-        self.result = result
+    result: SearchResult
+
+
+# -- analysis screens, the list of ranks, the export dialog -----------------------------------
+@dataclass
+class AnalysisComputed(Message):
+    result: object
+
+
+@dataclass
+class AnalysisFailed(Message):
+    message: str
+
+
+@dataclass
+class SummaryProgress(Latest):
+    """Rank summaries: ``done`` of ``total`` files read, ``failed`` of them unreadable."""
+
+    done: int
+    total: int
+    failed: int
+
+
+@dataclass
+class ExportProgress(Latest):
+    done: int
+    total: int
+
+
+@dataclass
+class ExportFinished(Message):
+    result: ExportResult | None
+    error: str | None

@@ -21,13 +21,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.geometry import Region
-from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, Static
 
 from memtui.errors import MemtuiError
 from memtui.tui.analysis_jumps import AnalysisJump
 from memtui.tui.locations import Location, fit_location
+from memtui.tui.messages import AnalysisComputed, AnalysisFailed
 
 Cell = str | Location
 Row = tuple[tuple[Cell, ...], AnalysisJump | None]
@@ -172,16 +172,6 @@ class AnalysisScreen(ModalScreen[AnalysisJump | None]):
     COLUMNS: tuple[str, ...] = ()
     HINT = "Enter: go to the event · Esc: close"
 
-    class Computed(Message):
-        def __init__(self, result: object) -> None:
-            super().__init__()
-            self.result = result
-
-    class Failed(Message):
-        def __init__(self, message: str) -> None:
-            super().__init__()
-            self.message = message
-
     def __init__(self) -> None:
         super().__init__()
         self.result: object = None
@@ -211,14 +201,14 @@ class AnalysisScreen(ModalScreen[AnalysisJump | None]):
         try:
             result = self.compute()
         except MemtuiError as exc:
-            self.post_message(self.Failed(exc.message))
+            self.post_message(AnalysisFailed(exc.message))
             return
         except Exception as exc:  # a bug: say so on the screen rather than take the explorer down
-            self.post_message(self.Failed(f"the analysis failed ({type(exc).__name__}: {exc})"))
+            self.post_message(AnalysisFailed(f"the analysis failed ({type(exc).__name__}: {exc})"))
             return
-        self.post_message(self.Computed(result))
+        self.post_message(AnalysisComputed(result))
 
-    def on_analysis_screen_computed(self, message: Computed) -> None:
+    def on_analysis_computed(self, message: AnalysisComputed) -> None:
         self.result = message.result
         report, rows = self.present(message.result)
         self.show_report(report)
@@ -226,7 +216,7 @@ class AnalysisScreen(ModalScreen[AnalysisJump | None]):
         self.jumps = [jump for _cells, jump in rows]
         self._fill_table()
 
-    def on_analysis_screen_failed(self, message: Failed) -> None:
+    def on_analysis_failed(self, message: AnalysisFailed) -> None:
         self.show_report(message.message)
 
     def show_report(self, text: str) -> None:

@@ -16,7 +16,6 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, ProgressBar
 from textual.worker import get_current_worker
@@ -24,6 +23,7 @@ from textual.worker import get_current_worker
 from memtui.errors import MemtuiError
 from memtui.export.writer import ExportResult, export_snapshot
 from memtui.model import Snapshot
+from memtui.tui.messages import ExportFinished, ExportProgress
 
 
 @dataclass
@@ -45,20 +45,6 @@ def default_export_path(snapshot: Snapshot, device: int, filtered: bool) -> str:
     be read-only), as an absolute path: the dialog and the message after it say where it goes."""
     stem = snapshot.name.split(".pickle")[0].split(".msgpack")[0] or "snapshot"
     return os.path.abspath(f"{stem}.dev{device}{'.filtered' if filtered else ''}.msgpack")
-
-
-class ExportProgress(Message):
-    def __init__(self, done: int, total: int) -> None:
-        super().__init__()
-        self.done = done
-        self.total = total
-
-
-class ExportFinished(Message):
-    def __init__(self, result: ExportResult | None, error: str | None) -> None:
-        super().__init__()
-        self.result = result
-        self.error = error
 
 
 class _Cancelled(Exception):

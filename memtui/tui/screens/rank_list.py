@@ -11,7 +11,6 @@ import os
 import time
 from collections.abc import Callable
 
-from textual.message import Message
 from textual.widgets import DataTable
 from textual.worker import get_current_worker
 
@@ -20,18 +19,13 @@ from memtui.analysis.ranks import compare_ranks
 from memtui.commands.ranks import render_overview
 from memtui.tui.analysis_jumps import AnalysisJump
 from memtui.tui.locations import Location
+from memtui.tui.messages import SummaryProgress
 from memtui.tui.screens.analysis_base import AnalysisScreen, Row
 from memtui.units import format_bytes
 
 ProgressFn = Callable[[int, int, int], None]  # done, total, failed
 Summarize = Callable[[ProgressFn], list[dict]]
 PROGRESS_INTERVAL = 0.1
-
-
-class SummaryProgress(Message):
-    def __init__(self, done: int, total: int, failed: int) -> None:
-        super().__init__()
-        self.done, self.total, self.failed = done, total, failed
 
 
 class StopSummaries(Exception):

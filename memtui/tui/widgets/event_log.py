@@ -8,6 +8,8 @@ a view without the log knowing how the view was made.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from rich.segment import Segment
 from rich.style import Style
@@ -22,6 +24,7 @@ from textual.strip import Strip
 from memtui.model import actions as act
 from memtui.tui.device_view import DeviceView
 from memtui.tui.event_columns import ColumnLayout, EventColumns
+from memtui.tui.messages import Latest
 
 _ACTION_CLASS = {
     act.ALLOC: "event-log--alloc",
@@ -76,19 +79,17 @@ class EventLog(ScrollView, can_focus=True):
         Binding("enter", "detail", "Detail"),
     ]
 
-    class CursorMoved(Message):
-        """The selected event changed."""
+    @dataclass
+    class CursorMoved(Latest):
+        """The selected event changed (a held key's moves coalesce: the panes follow the last)."""
 
-        def __init__(self, event: int) -> None:
-            super().__init__()
-            self.event = event
+        event: int
 
+    @dataclass
     class DetailRequested(Message):
         """Enter on an event: open its full detail."""
 
-        def __init__(self, event: int) -> None:
-            super().__init__()
-            self.event = event
+        event: int
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)

@@ -13,6 +13,7 @@ backward, the optimizer state appears at the first step.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 from rich.segment import Segment
@@ -55,12 +56,11 @@ class Timeline(Widget):
                          "timeline--cursor", "timeline--annotation", "timeline--match",
                          *(f"timeline--category-{k}" for k in range(len(CATEGORY_COLOURS)))}
 
+    @dataclass
     class Seek(Message):
         """A click on the plot: go to this event."""
 
-        def __init__(self, event: int) -> None:
-            super().__init__()
-            self.event = event
+        event: int
 
     class CursorChanged(Message):
         """The cursor was set (moved, or shown again after a change of device): views that
