@@ -48,13 +48,15 @@ RULES = [
                    "kept with the size of a parameter or of a gradient zero_grad freed)"),
     (15, OTHER, "made during backward() and kept, but neither freed by zero_grad nor the size of any parameter "
                 "or gradient (an input's .grad, a library workspace made on the autograd thread)"),
+    (17, TEMPORARIES, "made during a backward() that an OOM (or the end of the trace) cut short, still "
+                      "allocated when it stopped, and not the size of a parameter or gradient"),
     (7, TEMPORARIES, "made and freed within one backward()"),
     (8, GRADIENTS, "freed by zero_grad"),
     (9, UNKNOWN, "no stack, and nothing else places it (context=None, a thread without Python, or its alloc "
                  "is before the trace)"),
     (10, ACTIVATIONS, "made outside backward() and freed during backward() (saved for backward)"),
-    (11, OTHER, "made outside backward() and the optimizer, and kept through a whole backward() (inputs, "
-                "caches, buffers)"),
+    (11, OTHER, "made outside backward() and the optimizer, and kept through a whole backward() that ran to "
+                "its end (inputs, caches, buffers)"),
     (12, ACTIVATIONS, "made inside a module's forward and still allocated, with no backward() after it in "
                       "the trace"),
     (13, OTHER, "made outside any module's forward and still allocated"),
@@ -79,6 +81,7 @@ class Phases:
     optimizer_end: np.ndarray  # int64: last event of the optimizer run holding the event, -1 outside
     pass_start: np.ndarray  # first event of each backward run, ascending
     pass_end: np.ndarray  # last event of each backward run
+    pass_complete: np.ndarray  # bool per run: it ran to its end (no OOM in it, events after it)
 
 
 @dataclass
@@ -221,10 +224,15 @@ def _classify(start, stop, alloc_stack, size, flags, phases: Phases, dev: Device
         survives_opt = stop > phases.optimizer_end[a]
     else:
         a_bwd = a_opt = r_bwd = r_zero = survives_bwd = survives_opt = np.zeros(len(start), bool)
-    # A backward run that starts after the alloc and ends before the free: kept through it.
-    nxt = np.searchsorted(phases.pass_start, start, "right")
-    ends = np.append(phases.pass_end, np.iinfo(np.int64).max)
+    # A backward() that ran to its end, started after the alloc and ended before the free:
+    # the allocation was kept through it.
+    complete_start = phases.pass_start[phases.pass_complete]
+    nxt = np.searchsorted(complete_start, start, "right")
+    ends = np.append(phases.pass_end[phases.pass_complete], np.iinfo(np.int64).max)
     crosses = ends[nxt] < stop
+    # Whether the backward() an allocation was made in ran to its end.
+    in_pass = np.searchsorted(phases.pass_start, start, "right") - 1
+    made_in_cut_pass = (in_pass >= 0) & ~np.append(phases.pass_complete, True)[np.maximum(in_pass, 0)] & a_bwd
     pretrace_opt = ~traced & has(aflags, cf.OPTIM) & ~has(aflags, cf.ZERO_GRAD)
     pretrace_bwd = ~traced & has(aflags, cf.ENGINE | cf.BACKWARD_CALL)
     no_stack = alloc_stack < 0
@@ -243,6 +251,7 @@ def _classify(start, stop, alloc_stack, size, flags, phases: Phases, dev: Device
         ((a_opt & survives_opt) | pretrace_opt, 4),
         (a_opt, 5),
         (((a_bwd & survives_bwd) | (pretrace_bwd & ~r_bwd)) & grad_like, 6),
+        (made_in_cut_pass & survives_bwd, 17),
         ((a_bwd & survives_bwd) | (pretrace_bwd & ~r_bwd), 15),
         (a_bwd | pretrace_bwd, 7),
         (r_zero, 8),
@@ -298,7 +307,13 @@ def event_phases(snapshot: Snapshot, dev: DeviceModel, flags: np.ndarray | None 
     _, _, optimizer_end = _runs(optimizer)
     if n == 0:
         backward_end = optimizer_end = np.zeros(0, np.int64)
-    return Phases(backward, optimizer, zero_grad, backward_end, optimizer_end, pass_start, pass_end)
+    # A backward() that an OOM interrupted, or that the dump cut, says nothing about what
+    # outlives it.
+    ooms = np.nonzero(trace.action == act.OOM)[0]
+    first_oom_after = np.searchsorted(ooms, pass_start, "left")
+    oom_inside = np.append(ooms, n)[first_oom_after] <= pass_end
+    complete = (pass_end < n - 1) & ~oom_inside
+    return Phases(backward, optimizer, zero_grad, backward_end, optimizer_end, pass_start, pass_end, complete)
 
 
 def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

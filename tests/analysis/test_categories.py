@@ -224,3 +224,15 @@ def test_forward_frames_place_backward_memory_under_its_forward_op():
     assert (table.span_via_backward[made_with_forward] == VIA_FORWARD).all()
     assert (table.span_stack[made_with_forward] == fwd[table.spans.start[made_with_forward]]).all()
     assert (table.span_category[made_with_forward] == GRADIENTS).any()
+
+
+def test_an_oom_in_backward_leaves_activations_and_backward_temporaries():
+    """oom_training fails inside loss.backward(): the forward's activations are still held,
+    the backward's own buffers are temporaries of a backward that never finished."""
+    path = SAMPLES / "oom_training.pickle.xz"
+    snapshot, dev, table, curve = _table(str(path))
+    oom = int(dev.oom_indices()[0])
+    assert not table.phases.pass_complete[-1]
+    at_oom = _at(str(path), oom)
+    assert at_oom["activations"] >= 512 << 20 and at_oom["temporaries"] >= 512 << 20
+    assert at_oom["parameters"] == 48 * (1 << 20) + 3 * 8192
