@@ -16,6 +16,7 @@ from textual.message import Message
 from memtui.export.writer import ExportResult
 from memtui.model import Snapshot
 from memtui.tui.device_view import DeviceView
+from memtui.tui.log_scope import Filter
 from memtui.tui.search import SearchResult
 
 
@@ -62,6 +63,14 @@ class DeviceReady(Message):
 @dataclass
 class SearchDone(Message):
     result: SearchResult
+
+
+@dataclass
+class FilterDone(Message):
+    """A filter's matching events, or why it cannot be applied."""
+
+    scope: Filter | None
+    error: str | None = None
 
 
 # -- analysis screens, the list of ranks, the export dialog -----------------------------------

@@ -23,6 +23,7 @@ from textual.worker import get_current_worker
 from memtui.errors import MemtuiError
 from memtui.export.writer import ExportResult, export_snapshot
 from memtui.model import Snapshot
+from memtui.tui.log_scope import Filter, LogScope, Site
 from memtui.tui.messages import ExportFinished, ExportProgress
 
 
@@ -34,6 +35,12 @@ class ExportRequest:
     filter_text: str
     selection: str | None  # what the rows are when no filter text made them
     total: int  # events in the device's trace
+
+    @classmethod
+    def of_scope(cls, snapshot: Snapshot, device: int, total: int, scope: LogScope) -> ExportRequest:
+        """The events the log lists: every event, a filter's matches or an analysis's call site's."""
+        return cls(snapshot, device, scope.rows, scope.text if isinstance(scope, Filter) else "",
+                   scope.label if isinstance(scope, Site) else None, total)
 
     @property
     def count(self) -> int:

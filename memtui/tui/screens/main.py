@@ -4,12 +4,14 @@ The event cursor drives everything: moving it replays the allocator to that even
 (time travel) and shows the event in the inspector. Jumps (OOM, search, same address,
 alloc/free) all end in :meth:`MainScreen.go_to`.
 
-``event_log.set_rows(indices)`` gives the log a filtered view (``None`` restores all
-events); the filter (`\\`) and export (`x`) keys live in :mod:`memtui.tui.filter_actions`.
+What the event log lists is one value, :attr:`MainScreen.scope` (memtui/tui/log_scope.py):
+every event, a filter's matches (`\\`) or an analysis's call site; :meth:`MainScreen.set_scope`
+changes it and everything that shows it. The export (`x`) writes what the scope lists.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from functools import partial
 
@@ -19,17 +21,22 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer
+from textual.worker import get_current_worker
 
 from memtui.model import Snapshot
 from memtui.model import actions as act
 from memtui.model.lifetimes import NONE
+from memtui.query import FilterError
 from memtui.tui import navigation
-from memtui.tui.analysis_actions import ANALYSIS_KEYS, ANALYSIS_PALETTE, AnalysisActions
+from memtui.tui.analysis_actions import ANALYSIS_KEYS, ANALYSIS_PALETTE, analysis_screen
+from memtui.tui.analysis_jumps import AnalysisJump
 from memtui.tui.breakdown_actions import BREAKDOWN_KEYS, BREAKDOWN_PALETTE, BreakdownActions
 from memtui.tui.device_view import DeviceView, build_device_view
-from memtui.tui.filter_actions import FILTER_KEYS, FILTER_PALETTE, FilterActions
+from memtui.tui.filter_actions import FILTER_KEYS, FILTER_PALETTE
 from memtui.tui.inspector_content import block_lines, event_lines, segment_lines
-from memtui.tui.messages import DeviceReady, SearchDone
+from memtui.tui.keys import key_label
+from memtui.tui.log_scope import ALL, Filter, LogScope, Site, filter_scope
+from memtui.tui.messages import DeviceReady, FilterDone, SearchDone
 from memtui.tui.search import SearchResult, run_search
 from memtui.tui.widgets.event_log import EventLog
 from memtui.tui.widgets.filter_bar import FilterBar
@@ -79,7 +86,7 @@ TIMELINE_MIN_HEIGHT = 30  # the plot hides until t asks for it (80x24: 8 event r
 TINY_HEIGHT = 16  # the summary hides and the event log takes 3/5 of what is left (40x12)
 
 
-class MainScreen(BreakdownActions, FilterActions, AnalysisActions, Screen):
+class MainScreen(BreakdownActions, Screen):
     BINDINGS = [Binding(key, action, description, show=show) for key, action, description, show in
                 sorted(SCREEN_KEYS, key=lambda k: FOOTER_ORDER.index(k[0]) if k[0] in FOOTER_ORDER else 99)]
 
@@ -89,41 +96,31 @@ class MainScreen(BreakdownActions, FilterActions, AnalysisActions, Screen):
         self.current_view = view
         self._views: dict[int, DeviceView] = {view.device.device: view}
         self._show_source = show_source
-        self._search: SearchResult | None = None
+        self._search: SearchResult | None = None  # what n/N step through
+        self.scope: LogScope = ALL  # what the event log lists: change it with set_scope
+        self._filter_text = ""  # the filter asked for: the scope's, or one still computing
         self._timeline_wanted: bool | None = None  # None: shown when the terminal is tall enough
 
     # -- layout ------------------------------------------------------------------
     def compose(self) -> ComposeResult:
+        # The widgets most handlers talk to, kept at hand (the screen has one of each).
+        self.event_log = EventLog(id="events")
+        self.segment_map = SegmentMap(id="map")
+        self.inspector = StackInspector(id="inspector")
+        self.status = StatusLine(id="status")
         yield SummaryBar(id="summary")
         yield Timeline(id="timeline")
-        yield EventLog(id="events")
+        yield self.event_log
         with Horizontal(id="panes"):
-            yield SegmentMap(id="map")
-            yield StackInspector(id="inspector")
+            yield self.segment_map
+            yield self.inspector
         yield SearchBar(id="search")
         yield FilterBar(id="filter")
-        yield StatusLine(id="status")
+        yield self.status
         yield Footer()
 
-    @property
-    def event_log(self) -> EventLog:
-        return self.query_one(EventLog)
-
-    @property
-    def segment_map(self) -> SegmentMap:
-        return self.query_one(SegmentMap)
-
-    @property
-    def inspector(self) -> StackInspector:
-        return self.query_one(StackInspector)
-
-    @property
-    def status(self) -> StatusLine:
-        return self.query_one(StatusLine)
-
     def on_mount(self) -> None:
-        self.query_one("#events").border_title = "Events"
-        self.query_one("#inspector").border_title = "Stack"
+        self.inspector.border_title = "Stack"
         self.inspector.options.show_source = self._show_source
         self._apply_view(self.current_view)
         self.event_log.focus()
@@ -149,7 +146,10 @@ class MainScreen(BreakdownActions, FilterActions, AnalysisActions, Screen):
         self._search = None
         cursor = self.event_log.cursor_event
         self.show_event(cursor if cursor is not None else -1)
-        self.reapply_filter()
+        text = self._filter_text
+        self.set_scope(ALL)
+        if text:  # the same filter, on the device now shown
+            self._apply_filter(text)
 
     # -- the cursor ----------------------------------------------------------------
     def go_to(self, event: int) -> bool:
@@ -304,6 +304,133 @@ class MainScreen(BreakdownActions, FilterActions, AnalysisActions, Screen):
         if then is not None:
             then()
 
+    # -- what the event log lists (memtui/tui/log_scope.py) --------------------------------
+    def set_scope(self, scope: LogScope, at: int | None = None) -> None:
+        """List ``scope``'s events: the log's rows and title, the filter's marks on the
+        timeline and the map, and (for a call site) what n/N step through change together.
+        A scope other than a filter drops the filter asked for. ``at``: the event the cursor
+        stays on through the change (it must be in ``scope``)."""
+        if not isinstance(scope, Filter):
+            self._filter_text = ""
+            self.workers.cancel_group(self, "filter")
+        self.scope = scope
+        log = self.event_log
+        # Changing the rows makes the log announce its cursor; with ``at`` every change ends
+        # with the cursor there, so the last announcement (the one the map and the inspector
+        # follow) is the target's.
+        if at is not None:
+            if log.row_of_event(at) is None:
+                log.set_rows(None)
+            log.go_to_event(at, notify=False)
+        log.set_rows(scope.rows)
+        log.border_title = scope.title
+        self.query_one(Timeline).set_marks(scope.marks)
+        self.segment_map.set_highlight(scope.matched_lives)
+        if isinstance(scope, Site):
+            self._search = SearchResult(scope.label, "text", self.current_view.device.device, scope.steps,
+                                        message=scope.message)
+
+    # -- the filter (`\\`) -------------------------------------------------------------------
+    def action_filter(self) -> None:
+        self.query_one(FilterBar).open(self._filter_text)
+        self.status.say("type a filter · Enter applies · Esc clears · ? lists examples")
+
+    def on_filter_bar_checked(self, message: FilterBar.Checked) -> None:
+        if message.error is None:
+            self.status.say("Enter applies the filter" if message.text.strip() else "empty filter: every event")
+        else:
+            self.status.say(message.error.message, warning=True)
+
+    # The bar gives the focus back itself, at once (keys typed right after Enter go to the
+    # pane it came from); these handlers run later and leave the focus alone.
+    def on_filter_bar_apply(self, message: FilterBar.Apply) -> None:
+        if message.text:
+            self.status.say(f"filtering: {message.text}…")
+            self._apply_filter(message.text)
+        else:
+            self.action_clear_filter()
+
+    def on_filter_bar_cleared(self, _: FilterBar.Cleared) -> None:
+        self.action_clear_filter()
+
+    def action_clear_filter(self) -> None:
+        bar = self.query_one(FilterBar)
+        if bar.is_open:
+            bar.close()
+        if self._filter_text:
+            self.set_scope(ALL)
+            self.status.say("filter cleared: every event")
+        elif isinstance(self.scope, Site):  # Esc also leaves an analysis's call-site view
+            self.action_show_all_events()
+
+    def _apply_filter(self, text: str) -> None:
+        """Masks are computed in a worker: a compound filter over ten million events takes a
+        few tenths of a second. The log keeps its rows until the new ones arrive."""
+        self._filter_text = text
+        self._run_filter(text, self.current_view.device.device)
+
+    @work(thread=True, exclusive=True, group="filter")
+    def _run_filter(self, text: str, device: int) -> None:
+        worker = get_current_worker()
+        try:
+            scope = filter_scope(self.snapshot, device, text)
+        except FilterError as exc:
+            self.post_message(FilterDone(None, exc.message))
+            return
+        if not worker.is_cancelled:
+            self.post_message(FilterDone(scope))
+
+    def on_filter_done(self, message: FilterDone) -> None:
+        scope = message.scope
+        if scope is None:
+            self.status.say(message.error or "filter failed", warning=True)
+        elif scope.text == self._filter_text and scope.device == self.current_view.device.device:
+            self.set_scope(scope)  # else a newer filter or another device took over meanwhile
+            count = f"{len(scope.rows):,} of {scope.total:,}"
+            if len(scope.rows):
+                self.status.say(f"{count} events match · Esc clears · x exports them")
+            else:
+                self.status.say(f"no event matches {scope.text} · Esc clears", warning=True)
+
+    # -- analyses (w, L, C, D, R) ------------------------------------------------------------
+    def action_analysis(self, name: str) -> None:
+        self.app.push_screen(analysis_screen(name, self.current_view, max(self.cursor, 0)), self._analysis_chosen)
+
+    def _analysis_chosen(self, jump: AnalysisJump | None) -> None:
+        """A row chosen in an analysis screen: go to its event; a call site's row lists the
+        site's events in place of what the log listed."""
+        if jump is None or jump.event is None:
+            return
+        if jump.rows is not None:
+            steps = jump.steps if jump.steps is not None else jump.rows
+            self.set_scope(Site(jump.label, jump.rows, steps, jump.message), at=jump.event)
+        elif isinstance(self.scope, Site):
+            self.set_scope(ALL)
+        if not self.event_log.go_to_event(jump.event, notify=True):
+            self.status.say(f"event {jump.event:,} is hidden by the current view", warning=True)
+        elif jump.message:
+            self.status.say(jump.message)
+
+    def action_show_all_events(self) -> None:
+        if not isinstance(self.scope, Site):
+            self.status.say("the event log is not filtered by an analysis")
+            return
+        self.set_scope(ALL)
+        self.status.say("showing all events")
+
+    # -- export (`x`) -------------------------------------------------------------------------
+    def action_export(self) -> None:
+        from memtui.tui.screens.export_dialog import ExportDialog, ExportRequest
+
+        view = self.current_view
+        request = ExportRequest.of_scope(self.snapshot, view.device.device, view.n_events, self.scope)
+        self.app.push_screen(ExportDialog(request), self._export_finished)
+
+    def _export_finished(self, result) -> None:
+        if result is not None:
+            path = os.path.abspath(result.path)
+            self.status.say(f"wrote {path}: {plural(result.events, 'event')}, {format_bytes(result.bytes)}")
+
     # -- search --------------------------------------------------------------------------
     # The bar moves the focus itself, at once; these handlers run later and must not move it
     # again (a second `/` typed meanwhile has already reopened the bar).
@@ -403,13 +530,8 @@ class MainScreen(BreakdownActions, FilterActions, AnalysisActions, Screen):
         extra = {action: (title, help_text) for action, title, help_text in PALETTE_EXTRA}
         for key, action, description, _show in SCREEN_KEYS:
             title, help_text = extra.get(action, (description, description))
-            yield SystemCommand(title, f"{help_text} (key: {_key_label(key)})", partial(self.run_action, action))
+            yield SystemCommand(title, f"{help_text} (key: {key_label(key)})", partial(self.run_action, action))
         keyed = {action for _key, action, _description, _show in SCREEN_KEYS}
         for action, title, help_text in PALETTE_EXTRA:
             if action not in keyed:
                 yield SystemCommand(title, help_text, partial(self.run_action, action))
-
-
-def _key_label(key: str) -> str:
-    return {"slash": "/", "left_square_bracket": "[", "right_square_bracket": "]", "backslash": "\\",
-            "escape": "Esc"}.get(key, key)
