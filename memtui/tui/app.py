@@ -4,161 +4,86 @@
 tests hand it an already loaded snapshot and skip the file entirely. A path is opened
 through the model cache it is given (``cache``; None for none), which the ranks screen
 also uses to find the summary cache beside it.
+
+:class:`ExplorerApp` is what it shares with ``memtui ranks --tui`` (memtui/tui/ranks_app.py):
+opening a snapshot (the loading screen, then the explorer), help, the command palette,
+the order of keys, and :func:`run_explorer`, the one way both end.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Callable, Iterable
 
-from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.worker import get_current_worker
 
 from memtui.cache import ModelCache
-from memtui.errors import MemtuiError
-from memtui.load import ProgressFn
-from memtui.model import Snapshot
-from memtui.open import open_snapshot
-from memtui.tui.device_view import build_device_view
 from memtui.tui.key_order import OrderedKeys
 from memtui.tui.lifecycle import run_in_terminal
-from memtui.tui.messages import LoadFailed, LoadFinished, LoadProgress
-
-Loader = Callable[[ProgressFn], Snapshot]
-PROGRESS_INTERVAL = 0.05  # seconds between progress messages: enough for a smooth bar
+from memtui.tui.messages import LoadFailed, LoadFinished
+from memtui.tui.screens.loading import Loader, LoadingScreen
 
 
-class _LoadCancelled(Exception):
-    """Raised inside the loader's progress callback to stop a load nobody waits for."""
+def app_keys(q_says: str, ctrl_c: str) -> list[Binding]:
+    """q, ? and Ctrl+C, which every screen of the app answers (``ctrl_c``: its action)."""
+    return [Binding("q", "quit", q_says), Binding("question_mark", "help", "Help"),
+            Binding("ctrl+c", ctrl_c, "Quit", show=False)]
 
 
-class MemtuiApp(OrderedKeys, App[int]):
+class ExplorerApp(OrderedKeys, App[int]):
+    """An app that opens snapshots in the explorer. ``loading`` is True while one loads;
+    ``load_error`` says why the app ended, when a snapshot it could not open was all it had."""
+
     CSS_PATH = "app.tcss"
-    TITLE = "memtui"
-    BINDINGS = [
-        Binding("q", "quit", "Quit"),
-        Binding("question_mark", "help", "Help"),
-        Binding("ctrl+c", "quit", "Quit", show=False),
-    ]
 
-    def __init__(self, source: str | os.PathLike | Loader, device: int | None = None, *,
-                 show_source: bool = True, cache: ModelCache | None = None) -> None:
+    def __init__(self, *, show_source: bool = True, cache: ModelCache | None = None) -> None:
         super().__init__()
         self.model_cache = cache
-        self._source = source
-        self._device = device
         self._show_source = show_source
-        self.snapshot: Snapshot | None = None
         self.load_error: str | None = None
         self.loading = False
-        self._opening_another = False  # a load asked for by open_file: a failure must not end the app
         self._init_key_order()  # keys typed while loading wait for the explorer (memtui/tui/key_order.py)
 
-    # -- loading ---------------------------------------------------------------------
-    def _source_name_and_size(self) -> tuple[str, int]:
-        if callable(self._source):
-            return "snapshot", 0
-        path = os.fspath(self._source)
-        try:
-            return os.path.basename(path), os.path.getsize(path)
-        except OSError:
-            return os.path.basename(path), 0
-
-    def on_mount(self) -> None:
-        from memtui.tui.screens.loading import LoadingScreen
-
-        self.start_key_order()
-        name, size = self._source_name_and_size()
-        self.push_screen(LoadingScreen(name, size))
+    # -- opening a snapshot ---------------------------------------------------------------
+    def open_file(self, source: str | os.PathLike | Loader, device: int | None = None) -> None:
+        """Open a snapshot in place of the explorer shown, or over the current screen (a list
+        of ranks) when none is; if it cannot be opened, say why and keep what was there (with
+        nothing there, the app ends with the reason in ``load_error``)."""
+        if self.loading:
+            self.notify("a snapshot is still loading", severity="warning")
+            return
         self.loading = True
-        self._load()
+        self.push_screen(LoadingScreen(source, device, self.model_cache))
 
-    @work(thread=True, exclusive=True, group="load", exit_on_error=False)
-    def _load(self) -> None:
-        worker = get_current_worker()
-        last = [0.0, ""]
-
-        def progress(stage: str, done: int, total: int) -> None:
-            if worker.is_cancelled:
-                raise _LoadCancelled
-            now = time.monotonic()
-            if stage != last[1] or now - last[0] >= PROGRESS_INTERVAL or done >= total:
-                last[0], last[1] = now, stage
-                self.post_message(LoadProgress(stage, done, total))
-
-        try:
-            source = self._source
-            snapshot = source(progress) if callable(source) else open_snapshot(source, progress, cache=self.model_cache)
-            progress("preparing", 0, 1)
-            device = self._first_device(snapshot)
-            view = build_device_view(snapshot, device)
-        except _LoadCancelled:
-            return
-        except MemtuiError as exc:
-            self.post_message(LoadFailed(exc.message, exc.exit_code))
-            return
-        except MemoryError:
-            self.post_message(LoadFailed("out of memory while loading the snapshot", 2))
-            return
-        except Exception as exc:  # a bug, but the user still gets one line, not a traceback
-            name = self._source_name_and_size()[0]
-            self.post_message(LoadFailed(f"{name}: cannot be opened ({type(exc).__name__}: {exc})", 2))
-            return
-        self.post_message(LoadFinished(snapshot, view))
-
-    def _first_device(self, snapshot: Snapshot) -> int:
-        return snapshot.device_or_default(self._device)
-
-    def on_load_progress(self, message: LoadProgress) -> None:
-        from memtui.tui.screens.loading import LoadingScreen
-
-        if isinstance(self.screen, LoadingScreen):
-            self.screen.show_progress(message.stage, message.done, message.total)
-
-    def on_load_failed(self, message: LoadFailed) -> None:
+    def stop_loading(self) -> None:
+        """Forget the snapshot being opened: its loading screen goes, and its worker with it."""
+        if self.loading and isinstance(self.screen, LoadingScreen):
+            self.pop_screen()
         self.loading = False
-        if self._opening_another:
-            self._opening_another = False
-            self.pop_screen()  # the loading screen; what was open stays open
-            self.notify(message.message, severity="error", timeout=8)
-            return
-        self.load_error = message.message
-        self.exit(return_code=message.exit_code)
 
     def on_load_finished(self, message: LoadFinished) -> None:
         from memtui.tui.screens.main import MainScreen
 
+        if not self.loading:
+            return  # stopped (q) while it finished
         self.loading = False
-        self.snapshot = message.snapshot
-        main = MainScreen(message.snapshot, message.view, show_source=self._show_source)
-        if self._opening_another:
-            self._opening_another = False
-            self.pop_screen()  # the loading screen
-            if not isinstance(self.screen, MainScreen):  # e.g. the list of ranks it was chosen from
-                self.push_screen(main)
-                return
-        self.switch_screen(main)
+        if isinstance(self.screen_stack[-2], MainScreen):
+            self.pop_screen()  # the loading screen: the new explorer replaces the one under it
+        self.switch_screen(MainScreen(message.snapshot, message.view, show_source=self._show_source))
 
-    def open_file(self, path: str | os.PathLike, device: int | None = None) -> None:
-        """Open another snapshot (a rank chosen from the ranks screen) in place of the one
-        shown, or over the current screen when no snapshot is shown; if it cannot be opened,
-        say why and keep what was there."""
-        from memtui.tui.screens.loading import LoadingScreen
-
-        if self.loading:
-            self.notify("a snapshot is still loading", severity="warning")
+    def on_load_failed(self, message: LoadFailed) -> None:
+        if not self.loading:
             return
-        self._source, self._device = path, device
-        self._opening_another = True
-        name, size = self._source_name_and_size()
-        self.push_screen(LoadingScreen(name, size))
-        self.loading = True
-        self._load()
+        self.loading = False
+        if len(self.screen_stack) <= 2:  # the loading screen over the app's empty one: nothing to keep
+            self.load_error = message.message
+            self.exit(return_code=message.exit_code)
+            return
+        self.pop_screen()  # the loading screen; what was open stays open
+        self.notify(message.message, severity="error", timeout=8)
 
     # -- app-wide actions ------------------------------------------------------------------
     def action_help(self) -> None:
@@ -175,18 +100,41 @@ class MemtuiApp(OrderedKeys, App[int]):
             yield from commands()
 
 
-def run_app(path: str | os.PathLike, device: int | None = None, cache: ModelCache | None = None) -> int:
-    """Run the explorer on ``path`` (through the model ``cache``); the exit status (2 with one
-    line on stderr if it cannot load; see :func:`memtui.tui.lifecycle.run_in_terminal` for
-    signals and crashes)."""
-    app = MemtuiApp(path, device=device, cache=cache)
-    code = run_in_terminal(app, cache_root=cache.root if cache is not None else None)
+class MemtuiApp(ExplorerApp):
+    TITLE = "memtui"
+    BINDINGS = app_keys("Quit", ctrl_c="quit")
+
+    def __init__(self, source: str | os.PathLike | Loader, device: int | None = None, *,
+                 show_source: bool = True, cache: ModelCache | None = None) -> None:
+        super().__init__(show_source=show_source, cache=cache)
+        self._source = source
+        self._device = device
+
+    def on_mount(self) -> None:
+        self.start_key_order()
+        self.open_file(self._source, self._device)
+
+
+def run_explorer(app: ExplorerApp, cache_root: str | None = None,
+                 before_hard_exit: Callable[[], None] | None = None) -> int:
+    """Run ``app`` in the terminal (see :func:`memtui.tui.lifecycle.run_in_terminal` for signals
+    and crashes); its exit status, with the reason on stderr if it ended on a file it could
+    not open."""
+    code = run_in_terminal(app, cache_root=cache_root)
     if app.load_error:
         print(f"memtui: {app.load_error}", file=sys.stderr)
     if app.loading:
         # Quit during a load: the unpickler cannot be interrupted between progress calls,
         # and waiting for it would make "quit at once" take seconds.
+        if before_hard_exit is not None:
+            before_hard_exit()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
     return code
+
+
+def run_app(path: str | os.PathLike, device: int | None = None, cache: ModelCache | None = None) -> int:
+    """Run the explorer on ``path`` (through the model ``cache``); the exit status (2 with one
+    line on stderr if it cannot load)."""
+    return run_explorer(MemtuiApp(path, device=device, cache=cache), cache.root if cache is not None else None)

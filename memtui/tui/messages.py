@@ -27,9 +27,9 @@ class Latest(Message):
         return type(message) is type(self)
 
 
-# -- opening a snapshot (memtui/tui/app.py) --------------------------------------------------
+# -- opening a snapshot (memtui/tui/screens/loading.py; the last two bubble up to the app) ---
 @dataclass
-class LoadProgress(Latest):
+class LoadProgress(Latest, bubble=False):
     """The loader reached ``done`` of ``total`` in ``stage`` (total 0: unknown)."""
 
     stage: str

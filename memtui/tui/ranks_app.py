@@ -7,58 +7,40 @@ than quitting.
 
 from __future__ import annotations
 
-import os
-import sys
-
-from textual import events
-from textual.binding import Binding
-
 from memtui.cache import ModelCache
-from memtui.tui.app import MemtuiApp
-from memtui.tui.lifecycle import run_in_terminal
+from memtui.tui.app import ExplorerApp, app_keys, run_explorer
 from memtui.tui.screens.rank_list import RankListScreen, Summarize
 
 
-class RanksApp(MemtuiApp):
+class RanksApp(ExplorerApp):
     TITLE = "memtui ranks"
-    BINDINGS = [
-        Binding("q", "quit", "Quit / back to the ranks"),
-        Binding("question_mark", "help", "Help"),
-        Binding("ctrl+c", "quit_all", "Quit", show=False),
-    ]
+    BINDINGS = app_keys("Quit / back to the ranks", ctrl_c="quit_all")
 
     def __init__(self, summarize: Summarize, moment: str = "peak", *, cache: ModelCache | None = None) -> None:
-        super().__init__(lambda progress: None, cache=cache)  # nothing to load until a rank is chosen
+        super().__init__(cache=cache)
         self._summarize = summarize
         self._moment = moment
 
-    def on_mount(self, event: events.Mount) -> None:
-        event.prevent_default()  # the explorer's own on_mount would start loading a snapshot
-        self.push_screen(RankListScreen(self._summarize, self._moment), lambda _: self.exit(0))
+    def on_mount(self) -> None:
+        self.start_key_order()
+        self.push_screen(RankListScreen(self._summarize, self._moment), lambda _: self.action_quit_all())
 
     @property
     def rank_list(self) -> RankListScreen | None:
         found = [s for s in self.screen_stack if isinstance(s, RankListScreen)]
         return found[0] if found else None
 
-    def on_load_finished(self, message) -> None:
-        if not self._opening_another:  # a rank whose loading was stopped with q finished anyway
-            message.prevent_default()
-
     def action_quit_all(self) -> None:
         self.exit(0)
 
-    async def action_quit(self) -> None:
+    def action_quit(self) -> None:
+        """On the list, quit; over it (a rank's explorer, or its loading screen), back to the list."""
         if self.screen is self.rank_list:
-            self.exit(0)
+            self.action_quit_all()
             return
-        if self.loading:  # q on the loading screen of a rank: stop loading it
-            self.workers.cancel_group(self, "load")
-            self.loading = False
-            self._opening_another = False
+        self.stop_loading()
         while self.rank_list is not None and self.screen is not self.rank_list:
             self.pop_screen()
-        self.snapshot = None
 
 
 def run_ranks_app(files: list[str], depth: int, runner, cache, moment: str = "peak", *,
@@ -71,12 +53,5 @@ def run_ranks_app(files: list[str], depth: int, runner, cache, moment: str = "pe
         return summarize_files(files, depth=depth, progress=progress, cache=cache, runner=runner)
 
     app = RanksApp(summarize, moment, cache=model_cache)
-    code = run_in_terminal(app, cache_root=model_cache.root if model_cache is not None else None)
-    if app.loading:
-        # Quit while a rank was loading: the unpickler cannot be interrupted, and waiting
-        # for it would make quitting take as long as the load (as in run_app).
-        runner.close()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    return code
+    # Quit while a rank loads ends the process at once (run_explorer): close the summary workers first.
+    return run_explorer(app, model_cache.root if model_cache is not None else None, before_hard_exit=runner.close)

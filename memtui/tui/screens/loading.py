@@ -1,15 +1,36 @@
-"""The loading screen: file name and size, what the loader is doing, and how far it is."""
+"""The loading screen: opens one snapshot in a worker and shows the file, the stage and how far it is.
+
+It posts :class:`~memtui.tui.messages.LoadFinished` or :class:`~memtui.tui.messages.LoadFailed`,
+which bubble up to the app (memtui/tui/app.py decides what shows next). Taking the
+screen away stops the load: its worker is cancelled with it, and the loader stops at its
+next progress call.
+"""
 
 from __future__ import annotations
 
+import os
+import time
+from collections.abc import Callable
+
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Center, Vertical
 from textual.screen import Screen
 from textual.widgets import Label, ProgressBar
+from textual.worker import get_current_worker
 
+from memtui.cache import ModelCache
+from memtui.errors import MemtuiError
+from memtui.load import ProgressFn
+from memtui.model import Snapshot
+from memtui.open import open_snapshot
+from memtui.tui.device_view import build_device_view
+from memtui.tui.messages import LoadFailed, LoadFinished, LoadProgress
 from memtui.units import format_bytes
 
+Loader = Callable[[ProgressFn], Snapshot]
+PROGRESS_INTERVAL = 0.05  # seconds between progress messages: enough for a smooth bar
 STAGE_TEXT = {
     "reading": "reading and decoding",
     "indexing": "indexing events, stacks and allocations",
@@ -17,8 +38,22 @@ STAGE_TEXT = {
 }
 
 
+class _LoadCancelled(Exception):
+    """Raised inside the loader's progress callback to stop a load nobody waits for."""
+
+
+def source_name_and_size(source: str | os.PathLike | Loader) -> tuple[str, int]:
+    if callable(source):
+        return "snapshot", 0
+    path = os.fspath(source)
+    try:
+        return os.path.basename(path), os.path.getsize(path)
+    except OSError:
+        return os.path.basename(path), 0
+
+
 class LoadingScreen(Screen):
-    """Shown while the snapshot loads in a worker; q or Ctrl+C quits at once.
+    """Shown while the snapshot loads; q or Ctrl+C quits at once.
 
     Other keys typed meanwhile wait and go to the explorer once it shows (``HOLDS_KEYS``,
     see memtui/tui/key_order.py).
@@ -31,10 +66,15 @@ class LoadingScreen(Screen):
         Binding("ctrl+c", "app.quit", "Quit", show=False, priority=True),
     ]
 
-    def __init__(self, name: str, size: int) -> None:
+    def __init__(self, source: str | os.PathLike | Loader, device: int | None = None,
+                 cache: ModelCache | None = None) -> None:
+        """``source``: a path, opened through the model ``cache``, or ``loader(progress) -> Snapshot``;
+        ``device``: the one to show first (None: the default, see ``Snapshot.device_or_default``)."""
         super().__init__()
-        self._file = name
-        self._file_size = size
+        self._source = source
+        self._device = device
+        self._cache = cache
+        self._file, self._file_size = source_name_and_size(source)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="loading-box"):
@@ -46,10 +86,44 @@ class LoadingScreen(Screen):
                 yield ProgressBar(total=None, show_eta=False, id="loading-bar")
             yield Label("q quits", id="loading-hint")
 
-    def show_progress(self, stage: str, done: int, total: int) -> None:
-        self.query_one("#loading-stage", Label).update(STAGE_TEXT.get(stage, stage))
+    def on_mount(self) -> None:
+        self._load()
+
+    @work(thread=True, exclusive=True, group="load", exit_on_error=False)
+    def _load(self) -> None:
+        worker = get_current_worker()
+        last = [0.0, ""]
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if worker.is_cancelled:
+                raise _LoadCancelled
+            now = time.monotonic()
+            if stage != last[1] or now - last[0] >= PROGRESS_INTERVAL or done >= total:
+                last[0], last[1] = now, stage
+                self.post_message(LoadProgress(stage, done, total))
+
+        try:
+            source = self._source
+            snapshot = source(progress) if callable(source) else open_snapshot(source, progress, cache=self._cache)
+            progress("preparing", 0, 1)
+            view = build_device_view(snapshot, snapshot.device_or_default(self._device))
+        except _LoadCancelled:
+            return
+        except MemtuiError as exc:
+            self.post_message(LoadFailed(exc.message, exc.exit_code))
+            return
+        except MemoryError:
+            self.post_message(LoadFailed("out of memory while loading the snapshot", 2))
+            return
+        except Exception as exc:  # a bug, but the user still gets one line, not a traceback
+            self.post_message(LoadFailed(f"{self._file}: cannot be opened ({type(exc).__name__}: {exc})", 2))
+            return
+        self.post_message(LoadFinished(snapshot, view))
+
+    def on_load_progress(self, message: LoadProgress) -> None:
+        self.query_one("#loading-stage", Label).update(STAGE_TEXT.get(message.stage, message.stage))
         bar = self.query_one("#loading-bar", ProgressBar)
-        if total > 1:
-            bar.update(total=total, progress=done)
+        if message.total > 1:
+            bar.update(total=message.total, progress=message.done)
         else:
             bar.update(total=None)
