@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from memtui.analysis.breakdown import Breakdown, Moment, breakdown, live_from_spans, resolve_moment, step_peaks
+from memtui.analysis.breakdown import (
+    Breakdown,
+    Moment,
+    StepPeak,
+    breakdown,
+    category_values_at,
+    live_from_spans,
+    resolve_moment,
+    step_peaks,
+)
 from memtui.analysis.callsites import CallSites
 from memtui.analysis.categories import CategoryTable, categorize
 from memtui.analysis.category_rules import CategoryRules, load_rules
@@ -55,7 +66,7 @@ def run(args) -> int:
     report = BreakdownReport(snapshot, dev, rules, check_depth(args.depth))
     moment = resolve_moment(snapshot, dev, args.at, report.curve)
     result = report.at(moment, max(args.top, 0))
-    steps = report.steps(max(args.top, 0)) if args.steps else None
+    steps = report.steps() if args.steps else None
     if args.json:
         out = result.to_json(by="site" if args.by == "site" else "category")
         out["rules"] = rules.source or None
@@ -106,12 +117,31 @@ class BreakdownReport:
         live = live_from_spans(self.table, self.dev, moment.event)
         return live_tree(self.snapshot, live, len(self.table.names))
 
-    def steps(self, top: int) -> tuple[str, list[tuple[object, Breakdown]]] | None:
+    def steps(self, top: int = 0) -> tuple[str, list[tuple[StepPeak, StepBreakdown]]] | None:
+        """Bytes per category at each step's peak: one pass over the lives for all the steps
+        (a long run has thousands). ``top`` is kept for callers; steps list no call sites."""
         found = step_peaks(self.snapshot, self.dev, self.curve)
         if found is None:
             return None
         name, peaks = found
-        return name, [(p, self.at(Moment(p.peak, f"step {p.step} peak"), top)) for p in peaks]
+        events = np.array([p.peak for p in peaks], np.int64)
+        values = category_values_at(self.table, self.dev, events) if len(events) else np.zeros((0, 0), np.int64)
+        names = self.table.names
+        rows = []
+        for k, p in enumerate(peaks):
+            categories = {n: int(values[c, k]) for c, n in enumerate(names)}
+            rows.append((p, StepBreakdown(Moment(p.peak, f"step {p.step} peak"), int(sum(categories.values())),
+                                          categories)))
+        return name, rows
+
+
+@dataclass
+class StepBreakdown:
+    """Bytes per category at one step's peak."""
+
+    moment: Moment
+    allocated: int
+    categories: dict[str, int]
 
 
 def header(snapshot: Snapshot, dev: DeviceModel, result: Breakdown, rules: CategoryRules) -> list[str]:
@@ -157,15 +187,23 @@ def site_lines(result: Breakdown, names: list[str]) -> list[str]:
     return lines
 
 
+MAX_STEP_LINES = 24
+
+
 def step_lines(steps) -> list[str]:
     name, rows = steps
     if not rows:
         return [f"steps ('{name}'): none"]
+    shown_rows = rows
+    if len(rows) > MAX_STEP_LINES:  # evenly spread, first and last kept; --json has every step
+        picked = np.unique(np.rint(np.linspace(0, len(rows) - 1, MAX_STEP_LINES)).astype(np.int64))
+        shown_rows = [rows[int(k)] for k in picked]
     names = [n for n in rows[0][1].categories]
     shown = [n for n in names if any(b.categories[n] for _, b in rows)]
-    lines = [f"at each step's peak (steps end at '{name}'):",
+    more = f"; {len(shown_rows)} of {len(rows):,} steps shown, --json has all" if len(shown_rows) < len(rows) else ""
+    lines = [f"at each step's peak (steps end at '{name}'{more}):",
              f"{'step':>4} {'event':>9} {'allocated':>11} " + " ".join(f"{SHORT.get(n, n)[:9]:>9}" for n in shown)]
-    for peak, b in rows:
+    for peak, b in shown_rows:
         lines.append(f"{peak.step:>4} {b.moment.event:>9,} {format_bytes(b.allocated):>11} "
                      + " ".join(f"{_short_bytes(b.categories[n]):>9}" for n in shown))
     return lines
