@@ -328,6 +328,7 @@ def _train(run: Run, make_opt, steps: int = 3, width: int = 2048, depth: int = 3
         opt.zero_grad(set_to_none=set_to_none)
     run.model_bytes(model, opt)
     run.truth.update(cause="training", zero_grad_set_to_none=set_to_none)
+    run.finish()  # while the model and the optimizer are alive: the file's end holds them
 
 
 def train_mlp_sgd(run: Run) -> None:
@@ -374,7 +375,8 @@ def run_one(name: str, out_dir: str) -> None:
     run = Run(os.path.join(out_dir, name), stacks="all" if stacks == "all" else "python",
               workload=(scenario.__doc__ or scenario.__name__).split("\n\n")[0].replace("\n", " ").strip())
     scenario(run)
-    run.finish()
+    if not run.done:
+        run.finish()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -38,6 +38,7 @@ class Run:
                  max_entries: int = 100_000, **facts) -> None:
         self.torch = _torch()
         self.out = out
+        self.done = False
         self.truth: dict = {"stacks": stacks, "context": context, "max_entries": max_entries, **facts}
         self.torch.cuda.memory._record_memory_history(
             enabled="all" if context is not None else "state", context=context, stacks=stacks,
@@ -65,6 +66,7 @@ class Run:
             self.truth["optimizer_state_bytes"] = state
 
     def finish(self) -> None:
+        self.done = True
         torch = self.torch
         torch.cuda.synchronize()
         self.truth["memory_allocated"] = torch.cuda.memory_allocated()
