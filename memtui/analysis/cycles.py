@@ -1,43 +1,50 @@
 """The reference-cycle sawtooth: memory that only the garbage collector gives back.
 
 Tensors held by Python reference cycles are not freed when the program drops them but
-when the cyclic garbage collector runs. In a trace that looks like this: allocations
-from the same lines pile up over many iterations, then many of them are freed back to
-back, with no allocation in between (the collector freeing one object after another).
+when the cyclic garbage collector runs. In a trace: allocations from the same lines pile
+up, then many are freed back to back. Ordinary code frees in runs too (a list or dict
+going out of scope, ``zero_grad``, an exception's traceback let go), so a run of frees
+is only a candidate: :mod:`memtui.analysis.bursts` finds them and weighs, for each call
+site in each, what the snapshot shows about why it was freed (the C++ frames of the
+frees when recorded, else the Python line against where the memory was made, which lives
+the burst left alive, whether it followed an OOM).
 
-A **burst** is a run of at least ``MIN_BURST`` frees with no allocation between them.
-Ordinary code frees in runs too (dropping a list of temporaries, ``zero_grad``), but
-what it frees was made in one go. A burst is suspicious when, for one call site, the
-lives it frees were made in at least ``MIN_ROUNDS`` separate rounds: different
-iterations when step annotations mark them, else separate executions of the line
-(runs of allocations from that site with allocations from other sites in between, at
-most two lives per run on average).
+The report's verdict is ``cycles``, ``no cycles`` or ``cannot tell``, with a confidence
+(``high``: frames say it; ``medium``: Python stacks and lifetimes agree; ``low``), the
+evidence, and the other explanations weighed. ``cycles_suspected`` is true only for a
+``cycles`` verdict of high or medium confidence.
 
-Suspicious bursts that repeat with about the same size make a **bounded** sawtooth:
-the collector keeps up, at the price of the peak each tooth adds. A single burst (or
-teeth that keep growing) is **unbounded**: the memory came back only at the end, or an
-OOM struck while it waited.
+Collector bursts that repeat with about the same size (within ``BOUNDED_SPREAD`` of the
+median) make a **bounded** sawtooth: the collector keeps up, at the price of the peak
+each tooth adds. A single burst (or teeth that keep growing) is **unbounded**: the memory
+came back only at the end, or an OOM struck while it waited.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from memtui.analysis import bursts as bu
+from memtui.analysis import evidence as ev
 from memtui.analysis.callsites import CallSites
-from memtui.analysis.live import allocated_curve, life_spans
+from memtui.analysis.live import LifeSpans, allocated_curve, life_spans
 from memtui.analysis.steps import step_boundaries
 from memtui.model import DeviceModel, Snapshot
 from memtui.model import actions as act
+from memtui.units import format_bytes, plural
 
-MIN_BURST = 8  # lives freed back to back
-MIN_SITE_LIVES = 4  # of them from one call site
-MIN_ROUNDS = 4  # made in this many separate rounds
-MAX_LIVES_PER_EXECUTION = 2  # without step annotations, on average per execution of the line
+MIN_BURST = bu.MIN_BURST
+MIN_SITE_LIVES = bu.MIN_SITE_LIVES
 BOUNDED_SPREAD = 1.5  # teeth within this factor of the median tooth are "the same size"
+# Bursts nothing explains decide the verdict ("cannot tell") once they free this share of
+# the peak allocated memory; smaller ones are listed as a caveat.
+UNEXPLAINED_SHARE = 0.1
 SUGGESTION = ("find the cycles with torch.utils.viz._cycles.warn_tensor_cycles(), or break them "
               "(weakref, del, or clearing the attribute that closes the loop)")
+CYCLES, NO_CYCLES, CANNOT_TELL = "cycles", "no cycles", "cannot tell"
 
 
 @dataclass
@@ -45,7 +52,7 @@ class Burst:
     index: int  # first free of the burst
     end_index: int  # last free of the burst
     time_us: float
-    lives: int  # lives of suspicious sites freed in the burst
+    lives: int  # lives of the burst's explained sites
     bytes: int
     allocated_before: int  # allocated memory right before the burst: the tooth's peak
     allocated_after: int
@@ -53,13 +60,17 @@ class Burst:
     order: str  # how the free order relates to the allocation order
     sites: list[str]
     collected_at: str  # where the program was when the frees happened
+    cause: str = bu.CYCLE  # a key of bursts.CAUSE_WORDS
+    confidence: str = "high"
+    evidence: list[ev.Evidence] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {"index": self.index, "end_index": self.end_index,
                 "time_us": self.time_us if np.isfinite(self.time_us) else None,
                 "lives": self.lives, "bytes": self.bytes, "allocated_before": self.allocated_before,
                 "allocated_after": self.allocated_after, "rounds": self.rounds, "order": self.order,
-                "sites": self.sites, "collected_at": self.collected_at}
+                "sites": self.sites, "collected_at": self.collected_at, "cause": self.cause,
+                "confidence": self.confidence, "evidence": [e.to_json() for e in self.evidence]}
 
 
 @dataclass
@@ -82,17 +93,23 @@ class CycleReport:
     device: int
     rounds_by: str  # "steps" or "executions"
     sites: list[CycleSite] = field(default_factory=list)
-    bursts: list[Burst] = field(default_factory=list)
+    bursts: list[Burst] = field(default_factory=list)  # what the collector freed
+    other_bursts: list[Burst] = field(default_factory=list)  # bursts with another cause, or none known
     bounded: bool = False
     ooms_while_accumulating: list[dict] = field(default_factory=list)
     trace_start_us: float = float("nan")  # time of the first event, for times relative to it
+    verdict: str = NO_CYCLES
+    confidence: str = "medium"
+    stacks: str = "none"  # what the frees carry: "all" (C++ frames too), "python", or "none"
+    evidence: list[ev.Evidence] = field(default_factory=list)
+    alternatives: list[dict] = field(default_factory=list)
 
     def seconds_into_trace(self, burst: Burst) -> float:
         return (burst.time_us - self.trace_start_us) / 1e6
 
     @property
     def suspected(self) -> bool:
-        return bool(self.bursts)
+        return self.verdict == CYCLES and self.confidence in ("high", "medium")
 
     @property
     def pattern(self) -> str | None:
@@ -101,9 +118,12 @@ class CycleReport:
         return "bounded" if self.bounded else "unbounded"
 
     def to_json(self) -> dict:
-        return {"cycles_suspected": self.suspected, "pattern": self.pattern, "bounded": self.bounded,
-                "device": self.device, "rounds_by": self.rounds_by,
-                "sites": [s.to_json() for s in self.sites], "bursts": [b.to_json() for b in self.bursts],
+        return {"cycles_suspected": self.suspected, "verdict": self.verdict, "confidence": self.confidence,
+                "pattern": self.pattern, "bounded": self.bounded, "device": self.device, "stacks": self.stacks,
+                "evidence": [e.to_json() for e in self.evidence], "alternatives": self.alternatives,
+                "rounds_by": self.rounds_by, "sites": [s.to_json() for s in self.sites],
+                "bursts": [b.to_json() for b in self.bursts],
+                "other_bursts": [b.to_json() for b in self.other_bursts],
                 "ooms_while_accumulating": self.ooms_while_accumulating,
                 "suggestion": SUGGESTION if self.suspected else None}
 
@@ -120,63 +140,201 @@ def find_cycles(snapshot: Snapshot, dev: DeviceModel, depth: int = 1) -> CycleRe
     report = CycleReport(dev.device, "steps" if steps is not None else "executions")
     times = trace.time_us[np.isfinite(trace.time_us)]
     report.trace_start_us = float(times.min()) if len(times) else float("nan")
+    releases = ev.FreeStacks(snapshot.stacks)
+    report.stacks = _stacks_recorded(dev, releases)
     if n == 0 or n_lives == 0:
+        _no_bursts(report, [])
         return report
 
-    is_alloc = trace.action == act.ALLOC
-    allocs_before = np.cumsum(is_alloc)  # frees with equal counts have no alloc between them
-    freed = np.nonzero((stop < n) & (start >= 0))[0]
-    freed = freed[np.argsort(stop[freed], kind="stable")]
-    group = allocs_before[stop[freed]]
-    groups, group_sizes = np.unique(group, return_counts=True)
-    big = groups[group_sizes >= MIN_BURST]
-    members = freed[np.isin(group, big)]
-    if len(members) == 0:
-        return report
-    member_group = np.searchsorted(big, allocs_before[stop[members]])
-
-    rounds_of = _rounds(trace.action, is_alloc, life_site, start, steps)
-    key = member_group * len(sites) + life_site[members]
-    keys, key_lives = np.unique(key, return_counts=True)
-    rounds = _distinct_per_key(key, rounds_of[start[members]], keys)
-    enough = (key_lives >= MIN_SITE_LIVES) & (rounds >= MIN_ROUNDS)
-    if steps is None:
-        # Executions are weaker evidence than steps: a backward pass interleaves the same
-        # lines with other work many times in one iteration. A line that leaks into a
-        # cycle once per iteration makes one or two lives per execution, not a handful.
-        enough &= rounds * MAX_LIVES_PER_EXECUTION >= key_lives
-    suspicious_keys = keys[enough]
-    if len(suspicious_keys) == 0:
-        return report
-    suspicious = np.isin(key, suspicious_keys)
-    members, member_group, key = members[suspicious], member_group[suspicious], key[suspicious]
-    key_rounds = dict(zip(keys.tolist(), rounds.tolist()))
-
+    rounds_of = _rounds(trace.action, trace.action == act.ALLOC, life_site, start, steps)
+    found = bu.find_bursts(snapshot, dev, spans, life_site, rounds_of, releases, steps is not None)
     curve = allocated_curve(dev, spans)
     size = spans.size[:n_lives]
-    for g in np.unique(member_group):
-        lives = members[member_group == g]
+    cycle_groups: list[tuple[int, bu.SiteGroup]] = []
+    for k, b in enumerate(found):
+        mine = [g for g in b.groups if g.cause == bu.CYCLE]
+        cycle_groups += [(k, g) for g in mine]
+        groups = mine or b.groups
+        if not groups:
+            continue
+        lives = np.concatenate([g.lives for g in groups])
         first, last = int(stop[lives].min()), int(stop[lives].max())
-        site_ids = np.unique(life_site[lives])
-        report.bursts.append(Burst(
+        best = max(groups, key=lambda g: g.bytes)
+        burst = Burst(
             index=first, end_index=last, time_us=float(trace.time_us[first]), lives=len(lives),
             bytes=int(size[lives].sum()),
             allocated_before=int(curve[first - 1]) if first > 0 else int(curve[first] + size[lives].sum()),
             allocated_after=int(curve[last]),
-            rounds=max(key_rounds[int(g) * len(sites) + int(s)] for s in site_ids),
+            rounds=max(g.rounds for g in groups),
             order=_order(start[lives], stop[lives]),
-            sites=[sites.label(int(s)) for s in site_ids],
+            sites=[sites.label(g.site) for g in groups],
             collected_at=sites.label(sites.of_stack(int(trace.stack[first]))),
-        ))
-    report.sites = _site_totals(sites, life_site, size, members, member_group, key, key_rounds)
-    report.bounded = _bounded(report.bursts)
-    report.ooms_while_accumulating = _ooms_while_waiting(dev, start, stop, size, members)
+            cause=best.cause, confidence=_weakest(g.confidence for g in groups if g.cause == best.cause),
+            evidence=_unique(e for g in groups for e in g.evidence))
+        (report.bursts if mine else report.other_bursts).append(burst)
+    if cycle_groups:
+        report.sites = _site_totals(sites, size, cycle_groups)
+        report.bounded = _bounded(report.bursts)
+        report.ooms_while_accumulating = _ooms_while_waiting(dev, spans, life_site, cycle_groups)
+    peak = int(curve.max()) if len(curve) else 0
+    _decide(report, found, cycle_groups, _oom_piles(dev, spans, life_site, sites, found), peak)
     return report
+
+
+def _stacks_recorded(dev: DeviceModel, releases: ev.FreeStacks) -> str:
+    """``all`` when the trace's stacks have C++ frames, ``python`` when they have only
+    Python ones, ``none`` when nothing has a stack."""
+    stacks = np.unique(dev.trace.stack[dev.trace.stack >= 0])
+    if not len(stacks):
+        return "none"
+    return "all" if releases.has_native(stacks).any() else "python"
+
+
+def _weakest(confidences) -> str:
+    out = "high"
+    for c in confidences:
+        out = ev.lower_confidence(out, c)
+    return out
+
+
+def _unique(items) -> list:
+    """Evidence once per observation: texts that differ only in their figures are one."""
+    seen, out = set(), []
+    for item in items:
+        key = re.sub(r"[\d.,]+", "#", item.text)
+        if key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out
+
+
+def _decide(report: CycleReport, found: list[bu.FreeBurst], cycle_groups: list, piles: list[dict],
+            peak: int) -> None:
+    """The verdict, its confidence, the evidence and the alternatives weighed."""
+    e, alt = report.evidence, report.alternatives
+    by_cause: dict[str, list[bu.SiteGroup]] = {}
+    for b in found:
+        for g in b.groups:
+            by_cause.setdefault(g.cause, []).append(g)
+    others = {c: gs for c, gs in by_cause.items() if c not in (bu.CYCLE, bu.UNKNOWN)}
+    unknown = by_cause.get(bu.UNKNOWN, [])
+    unknown_bytes = sum(g.bytes for g in unknown)
+    if cycle_groups:
+        gs = [g for _, g in cycle_groups]
+        report.verdict = CYCLES
+        report.confidence = "high" if any(g.confidence == "high" for g in gs) else "medium"
+        e.append(ev.Evidence(f"{plural(len({k for k, _ in cycle_groups}), 'burst')} freed"
+                             f" {format_bytes(sum(g.bytes for g in gs))} that had piled up at"
+                             f" {plural(len({g.site for g in gs}), 'call site')}", CYCLES, report.bursts[0].index))
+        e += _unique(x for g in gs if g.confidence == report.confidence for x in g.evidence)[:4]
+        if report.ooms_while_accumulating:
+            o = report.ooms_while_accumulating[0]
+            e.append(ev.Evidence(f"an OOM at event {o['index']:,} struck while {format_bytes(o['bytes'])} from those"
+                                 " sites was live" + (", which the collector freed later" if o["collected_later"]
+                                                      else ", waiting for the collector as before"),
+                                 CYCLES, o["index"]))
+        alt.append({"verdict": "reference counting (a list, dict or scope dropping them)",
+                    "why": "rejected: the collector's frames are on the frees' stacks" if report.confidence == "high"
+                    else "not excluded: Python stacks cannot show the collector, and a container cleared on a"
+                         " schedule frees the same way (record with stacks='all' to be sure)"})
+    else:
+        unexplained = [p for p in piles if p["freed_by"] in ("never", bu.UNKNOWN)]
+        if unexplained:
+            p = unexplained[0]
+            report.verdict, report.confidence = CANNOT_TELL, "low"
+            how = ("and was never freed in the trace" if p["freed_by"] == "never"
+                   else "and was freed in a burst nothing recorded explains")
+            e.append(ev.Evidence(f"{format_bytes(p['bytes'])} in {plural(p['lives'], 'allocation')} from {p['site']}"
+                                 f" piled up until the OOM at event {p['index']:,} {how}: held by a reference (a"
+                                 " leak) or by cycles the collector had not run for; the trace cannot tell which",
+                                 CANNOT_TELL, p["index"]))
+        elif unknown and unknown_bytes >= UNEXPLAINED_SHARE * max(peak, 1):
+            report.verdict, report.confidence = CANNOT_TELL, "low"
+            e.append(ev.Evidence(f"{plural(len(unknown), 'group')} of frees in bursts ({format_bytes(unknown_bytes)})"
+                                 " could be the collector or code going out of scope", CANNOT_TELL,
+                                 int(found[0].index)))
+            e += _unique(x for g in unknown for x in g.evidence)[:2]
+        elif others:
+            explained = [g for gs in others.values() for g in gs]
+            report.verdict, report.confidence = NO_CYCLES, _weakest(g.confidence for g in explained)
+            e.append(ev.Evidence(f"{plural(len(found), 'burst')} of frees, explained without the collector: "
+                                 + "; ".join(f"{bu.CAUSE_WORDS[c]} ({format_bytes(sum(g.bytes for g in gs))})"
+                                             for c, gs in others.items()), NO_CYCLES, int(found[0].index)))
+            e += _unique(x for g in explained if g.confidence == report.confidence for x in g.evidence)[:3]
+            if unknown:
+                e.append(ev.Evidence(f"{format_bytes(unknown_bytes)} more in small groups nothing recorded explains",
+                                     CANNOT_TELL, int(found[0].index)))
+        elif found:
+            report.verdict, report.confidence = NO_CYCLES, "medium"
+            e.append(ev.Evidence(f"{plural(len(found), 'burst')} of frees, none freeing {MIN_SITE_LIVES} or more"
+                                 " allocations of one call site: no pile the collector gave back", NO_CYCLES,
+                                 int(found[0].index)))
+        else:
+            _no_bursts(report, piles)
+        alt.append({"verdict": "reference cycles",
+                    "why": "not excluded: nothing recorded tells" if report.verdict == CANNOT_TELL else
+                    "rejected: no collector frame on any free's stack" if report.confidence == "high" else
+                    "rejected: no burst freed memory the way the collector does (out of order, at a line where it"
+                    " did not go out of scope)" if found else "rejected: nothing was freed in bursts"})
+    for cause, gs in others.items():
+        alt.append({"verdict": bu.CAUSE_WORDS[cause], "bytes": sum(g.bytes for g in gs),
+                    "confidence": _weakest(g.confidence for g in gs),
+                    "why": f"explains {plural(len(gs), 'group')} of frees in bursts (other_bursts)"})
+
+
+def _no_bursts(report: CycleReport, piles: list[dict]) -> None:
+    report.verdict, report.confidence = NO_CYCLES, "medium"
+    report.evidence.append(ev.Evidence("no burst of frees in the trace: nothing the collector freed; memory held by"
+                                       " cycles it never collected would look like a leak (see memtui leaks)",
+                                       NO_CYCLES))
+    for p in piles:
+        report.evidence.append(ev.Evidence(
+            f"what piled up until the OOM at event {p['index']:,} ({format_bytes(p['bytes'])} from {p['site']}) was"
+            f" freed {p['freed_by']}", NO_CYCLES, p["index"]))
+
+
+def _oom_piles(dev: DeviceModel, spans: LifeSpans, life_site: np.ndarray, sites: CallSites,
+               found: list[bu.FreeBurst]) -> list[dict]:
+    """At each OOM, a pile: the one stack (the same line reached the same way, as a loop
+    appending does) holding at least half of what was live in at least MIN_SITE_LIVES
+    allocations; and what freed those. A step's working set comes from many stacks."""
+    n_lives = len(dev.lives)
+    start, stop, size = spans.start[:n_lives], spans.stop[:n_lives], spans.size[:n_lives]
+    stack = spans.stack[:n_lives].astype(np.int64) + 1
+    causes = list(bu.CAUSE_WORDS)
+    cause_of = np.full(n_lives, -1, np.int64)
+    for b in found:
+        for g in b.groups:
+            cause_of[g.lives] = causes.index(g.cause)
+    out = []
+    n = len(dev.trace)
+    for i in dev.oom_indices():
+        live = np.nonzero((start <= i) & (stop > i))[0]
+        if len(live) < MIN_SITE_LIVES:
+            continue
+        per_stack = np.bincount(stack[live], weights=size[live].astype(np.float64))
+        k = int(np.argmax(per_stack))
+        mine = live[stack[live] == k]
+        if k == 0 or len(mine) < MIN_SITE_LIVES or per_stack[k] * 2 < size[live].sum():
+            continue
+        s = int(life_site[mine[0]])
+        known = cause_of[mine][cause_of[mine] >= 0]
+        if (stop[mine] >= n).all():
+            freed_by = "never"
+        elif len(known):
+            freed_by = causes[int(np.bincount(known).argmax())]
+        else:
+            freed_by = "one by one"
+        out.append({"index": int(i), "site": sites.label(s), "lives": len(mine), "bytes": int(per_stack[k]),
+                    "freed_by": freed_by})
+    return out
 
 
 def _rounds(action: np.ndarray, is_alloc: np.ndarray, life_site: np.ndarray, start: np.ndarray,
             steps: tuple[str, np.ndarray] | None) -> np.ndarray:
-    """For every event, the round an allocation made there belongs to."""
+    """For every event, the round an allocation made there belongs to: its step when
+    annotations mark steps, else its run of allocations from one site (reported, never
+    used as evidence: a loop that allocates only at one line is a single run)."""
     n = len(action)
     if steps is not None:
         return np.searchsorted(steps[1], np.arange(n), "left")
@@ -191,15 +349,6 @@ def _rounds(action: np.ndarray, is_alloc: np.ndarray, life_site: np.ndarray, sta
     return run
 
 
-def _distinct_per_key(key: np.ndarray, value: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """How many distinct ``value``s each of ``keys`` (sorted, from ``key``) has."""
-    order = np.lexsort((value, key))
-    k, v = key[order], value[order]
-    new = np.ones(len(k), bool)
-    new[1:] = (k[1:] != k[:-1]) | (v[1:] != v[:-1])
-    return np.bincount(np.searchsorted(keys, k[new]), minlength=len(keys))
-
-
 def _order(alloc_at: np.ndarray, freed_at: np.ndarray) -> str:
     """Whether a burst freed in allocation order, in reverse, or neither."""
     if len(alloc_at) < 3:
@@ -212,18 +361,19 @@ def _order(alloc_at: np.ndarray, freed_at: np.ndarray) -> str:
     return "allocation order" if rho > 0.9 else "reverse order" if rho < -0.9 else "mixed"
 
 
-def _site_totals(sites: CallSites, life_site: np.ndarray, size: np.ndarray, members: np.ndarray,
-                 member_group: np.ndarray, key: np.ndarray, key_rounds: dict) -> list[CycleSite]:
+def _site_totals(sites: CallSites, size: np.ndarray, cycle_groups: list) -> list[CycleSite]:
+    by_site: dict[int, list[tuple[int, bu.SiteGroup]]] = {}
+    for k, g in cycle_groups:
+        by_site.setdefault(g.site, []).append((k, g))
     out = []
-    for s in np.unique(life_site[members]):
-        mine = life_site[members] == s
-        groups = member_group[mine]
-        per_burst = np.bincount(np.unique(groups, return_inverse=True)[1], weights=size[members[mine]])
+    for s, groups in by_site.items():
+        per_burst: dict[int, int] = {}
+        for k, g in groups:
+            per_burst[k] = per_burst.get(k, 0) + g.bytes
         out.append(CycleSite(
-            site=sites.label(int(s)), frames=sites.frame_dicts(int(s)), bursts=len(np.unique(groups)),
-            lives=int(mine.sum()), bytes=int(size[members[mine]].sum()),
-            largest_burst_bytes=int(per_burst.max()),
-            rounds=max(key_rounds[int(k)] for k in np.unique(key[mine]))))
+            site=sites.label(s), frames=sites.frame_dicts(s), bursts=len(per_burst),
+            lives=sum(len(g.lives) for _, g in groups), bytes=sum(g.bytes for _, g in groups),
+            largest_burst_bytes=max(per_burst.values()), rounds=max(g.rounds for _, g in groups)))
     out.sort(key=lambda c: -c.bytes)
     return out
 
@@ -236,11 +386,22 @@ def _bounded(bursts: list[Burst]) -> bool:
     return bool(held.max() <= BOUNDED_SPREAD * np.median(held))
 
 
-def _ooms_while_waiting(dev: DeviceModel, start: np.ndarray, stop: np.ndarray, size: np.ndarray,
-                        members: np.ndarray) -> list[dict]:
+def _ooms_while_waiting(dev: DeviceModel, spans: LifeSpans, life_site: np.ndarray, cycle_groups: list) -> list[dict]:
+    """At each OOM, what was live from the sites whose memory the collector freed: the
+    lives it later freed (``collected_later``), or, when it freed none of them before the
+    trace ended, all of them (the newest may still be referenced)."""
+    n_lives = len(dev.lives)
+    start, stop, size = spans.start[:n_lives], spans.stop[:n_lives], spans.size[:n_lives]
+    members = np.nonzero(np.isin(life_site, list({g.site for _, g in cycle_groups})))[0]
+    collected = np.zeros(n_lives, bool)
+    for _, g in cycle_groups:
+        collected[g.lives] = True
     out = []
     for i in dev.oom_indices():
         waiting = members[(start[members] <= i) & (stop[members] > i)]
-        if len(waiting):
-            out.append({"index": int(i), "lives": len(waiting), "bytes": int(size[waiting].sum())})
+        later = waiting[collected[waiting]]
+        shown = later if len(later) else waiting
+        if len(shown):
+            out.append({"index": int(i), "lives": len(shown), "bytes": int(size[shown].sum()),
+                        "collected_later": bool(len(later))})
     return out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from memtui.analysis.cycles import CycleReport, find_cycles
-from memtui.commands.cycles import render
+from memtui.commands.cycles import because_lines, headline
 from memtui.tui.analysis_jumps import event_jump, site_jump
 from memtui.tui.device_view import DeviceView
 from memtui.tui.locations import Location, site_location, table_location
@@ -25,7 +25,7 @@ class CyclesReportScreen(AnalysisScreen):
         return find_cycles(self.view.snapshot, self.view.device, self.depth)
 
     def present(self, result: CycleReport) -> tuple[str, list[Row]]:
-        report = "\n".join(render(result)[:1] + [line for line in render(result) if line.startswith("  an OOM")])
+        report = "\n".join([headline(result)] + because_lines(result))
         rows: list[Row] = []
         for s in result.sites:
             rows.append((("site", "", format_bytes(s.bytes), f"{s.lives:,}", "", site_location(s.site, s.frames)),
