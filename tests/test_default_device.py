@@ -55,7 +55,8 @@ def test_every_command_looks_at_the_default_device(four_devices):
     path = str(four_devices)
     assert json_of("leaks", path)["device"] == 1
     assert json_of("cycles", path)["device"] == 1
-    assert {d["device"] for d in json_of("oom", path)} == {1}
+    oom = json_of("oom", path)
+    assert oom["device"] == 1 and {d["device"] for d in oom["ooms"]} == {1}
     events = json_of("events", path, "--start", "-1")
     assert events[-1]["action"] in ("oom", "snapshot")
     assert len(json_of("events", path, "--limit", "0")) == len(open_snapshot(OOM, cache=None).devices[0].trace)

@@ -4,21 +4,32 @@ The allocator's state is replayed to the moment just before the ``oom`` entry. B
 the caching allocator has already done what it does after a failed ``cudaMalloc``: it
 released every cached segment with nothing live in it and retried (those are the
 ``segment_free`` entries that often precede the ``oom``), so the free memory still
-cached sits in segments that are partly in use.
+cached sits in segments that live blocks **pin**: the allocator could not give it back.
 
 A request can only be served from its own pool: above 1 MiB the large pool, else the
 small pool (2 MiB segments), on the same stream, outside private pools (CUDA graphs).
-The verdict compares the request with what it could have used:
+The limit that refused it is the device when ``device_free`` is below the request, else
+a per-process cap (``torch.cuda.set_per_process_memory_fraction``): the cap is at least
+the most the trace ever reserved and below reserved + the segment the request needed,
+so the **headroom** it left is known to lie in that range. The verdict:
 
-* **fragmentation**: the usable free cached memory plus what the device (or the
-  process cap) could still give covers the request, but no single free block does;
-* **external**: memory outside PyTorch's allocator (other processes, NCCL, the CUDA
-  context beyond its usual size) is what the request was short of;
-* **capacity**: not enough memory even if everything free were one block.
+* **external**: the device was full, and memory outside this allocator (other processes,
+  NCCL, cuBLAS workspaces, the CUDA context beyond its usual size) is what the request
+  was short of;
+* **fragmentation**: the free memory of the request's pool plus what could still be
+  obtained (the device's free memory, or the least headroom under the cap) covers the
+  request, but no free block does; or, under a cap, most of the request sits free in
+  holes between live blocks (medium confidence: the cap's exact size is not recorded);
+* **capacity**: not enough memory even if all of it were one block, and the same request
+  from the same stack had succeeded before: what else is live grew;
+* **process_cap**: a per-process cap refused a request that the device had room for and
+  that its stack never made this large before (a batch that grew past what the cap
+  leaves); the headroom, the free memory pinned in segments and what expandable segments
+  would change are counted.
 
-When the device had more free memory than the request, the device was not full: a
-per-process cap (``torch.cuda.set_per_process_memory_fraction``) refused it. The cap
-is then at least the reserved memory and below reserved + request.
+Each diagnosis carries its evidence, a confidence and the alternatives weighed; it
+mentions the garbage collector only when :func:`memtui.analysis.cycles.find_cycles`
+suspects cycles on the same device.
 """
 
 from __future__ import annotations
@@ -27,14 +38,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from memtui.analysis import evidence as ev
 from memtui.analysis.callsites import CallSites, top_sites
-from memtui.analysis.cycles import find_cycles
+from memtui.analysis.cycles import CycleReport, find_cycles
+from memtui.analysis.live import reserved_curve
 from memtui.model import DeviceModel, Snapshot
 from memtui.model import actions as act
 from memtui.model.address_n import format_address_n
 from memtui.model.lifetimes import NONE
 from memtui.replay import AllocatorState, Replayer
 from memtui.state_figures import SMALL_REQUEST, SMALL_SEGMENT, pool_free, request_pool, segment_pools
+from memtui.units import format_bytes, plural
 
 GIB = 1 << 30
 # Memory outside the allocator that every CUDA process has (context, cuBLAS/cuDNN
@@ -47,7 +61,9 @@ CONTEXT_ALLOWANCE = 1 * GIB
 COMMON_DEVICE_TOTALS_GIB = (7.79, 10.75, 11.75, 14.75, 15.77, 22.06, 23.69, 31.74, 39.39, 44.53, 47.54,
                             79.11, 79.15, 93.09, 94.5, 139.8, 178.35, 191.98)
 
-VERDICTS = ("fragmentation", "capacity", "external")
+VERDICTS = ("fragmentation", "capacity", "process_cap", "external")
+GROWTH = 2  # a request this many times its stack's median earlier request grew (a growing batch)
+WORTH_COUNTING = 0.1  # free memory below this share of the request is not worth a line of evidence
 
 
 @dataclass
@@ -72,13 +88,26 @@ class OomDiagnosis:
     device_total: int | None
     device_total_estimated: bool
     non_pytorch: int | None
-    fits_with_expandable: int  # the largest request expandable segments could have served
+    fits_with_expandable: int  # the largest request expandable segments could have served (least headroom)
     expandable_already: bool
     released_before: int  # bytes of cached segments released in the run-up to the OOM
     site: dict | None
-    held_by_cycles: int = 0  # bytes the garbage collector freed later in a suspected cycle burst
+    held_by_cycles: int = 0  # bytes live at the OOM from sites whose memory the collector freed
     top_sites: list[dict] = field(default_factory=list)
     largest_allocations: list[dict] = field(default_factory=list)
+    confidence: str = "high"
+    headroom_at_least: int | None = None  # under a cap: what it left above reserved
+    headroom_below: int | None = None
+    pinned: dict | None = None  # free memory in segments that live blocks kept
+    private_pool_reserved: int = 0  # reserved in private pools (CUDA graphs): no use to this request
+    request_history: dict = field(default_factory=dict)
+    freed_after: dict | None = None  # the burst of frees right after the OOM, and its cause
+    evidence: list[ev.Evidence] = field(default_factory=list)
+    alternatives: list[dict] = field(default_factory=list)
+
+    @property
+    def limit(self) -> str:
+        return "process cap" if self.process_limit else "device"
 
     def to_json(self) -> dict:
         return {
@@ -96,9 +125,18 @@ class OomDiagnosis:
             "usable_free": self.usable_free,
             "largest_free_block": self.largest_free_block,
             "verdict": self.verdict,
+            "confidence": self.confidence,
+            "limit": self.limit,
+            "evidence": [e.to_json() for e in self.evidence],
+            "alternatives": self.alternatives,
             "process_limit": self.process_limit,
             "process_cap_at_least": self.cap_at_least,
             "process_cap_below": self.cap_below,
+            "headroom_at_least": self.headroom_at_least,
+            "headroom_below": self.headroom_below,
+            "pinned": self.pinned,
+            "private_pool_reserved": self.private_pool_reserved,
+            "request_history": self.request_history,
             "device_total": self.device_total,
             "device_total_estimated": self.device_total_estimated,
             "non_pytorch": self.non_pytorch,
@@ -107,6 +145,7 @@ class OomDiagnosis:
             "released_before": self.released_before,
             "site": self.site,
             "held_by_cycles": self.held_by_cycles,
+            "freed_after": self.freed_after,
             "top_sites": self.top_sites,
             "largest_allocations": self.largest_allocations,
         }
@@ -124,16 +163,20 @@ def diagnose_ooms(snapshot: Snapshot, device: int | None = None, device_total: i
         if len(indices) == 0:
             continue
         replayer = Replayer(dev)
-        waiting = {w["index"]: w["bytes"] for w in find_cycles(snapshot, dev, depth).ooms_while_accumulating}
+        cycles = find_cycles(snapshot, dev, depth)
+        waiting = {w["index"]: w["bytes"] for w in cycles.ooms_while_accumulating} if cycles.suspected else {}
+        reserved = reserved_curve(dev)
         for i in indices:
-            diagnosis = diagnose(snapshot, dev, replayer, int(i), sites, device_total, top)
+            diagnosis = diagnose(snapshot, dev, replayer, int(i), sites, device_total, top, reserved)
             diagnosis.held_by_cycles = waiting.get(int(i), 0)
+            _after(diagnosis, dev, cycles)
             out.append(diagnosis)
     return out
 
 
 def diagnose(snapshot: Snapshot, dev: DeviceModel, replayer: Replayer, index: int, sites: CallSites,
-             device_total: int | None = None, top: int = 10) -> OomDiagnosis:
+             device_total: int | None = None, top: int = 10, reserved_by_event: np.ndarray | None = None
+             ) -> OomDiagnosis:
     trace = dev.trace
     requested = int(trace.size[index])
     device_free = max(int(trace.device_free[index]), 0)
@@ -141,56 +184,219 @@ def diagnose(snapshot: Snapshot, dev: DeviceModel, replayer: Replayer, index: in
     state = replayer.state_at(index - 1)
     pool = request_pool(requested)
     # The same figures the explorer's map and inspector show (memtui.state_figures).
-    usable = pool_free(state, segment_pools(state, dev, snapshot.strings), pool, stream)
+    pools = segment_pools(state, dev, snapshot.strings)
+    usable = pool_free(state, pools, pool, stream)
     usable_free, largest_free = usable.free, usable.largest
     reserved, active = state.reserved, state.active
 
     process_limit = device_free > requested
-    # Under a cap the allocator could not grow past it; on a full device it could still
-    # have had what cudaMalloc reported free.
-    headroom = 0 if process_limit else device_free
+    if reserved_by_event is None:
+        reserved_by_event = reserved_curve(dev)
+    seen = int(reserved_by_event[:index].max()) if index > 0 and len(reserved_by_event) else reserved
+    cap_at_least = max(seen, reserved) if process_limit else None
+    cap_below = reserved + _segment_size_for(requested) if process_limit else None
+    # What could still be obtained: the device's free memory, or the least the cap left.
+    headroom = device_free if not process_limit else cap_at_least - reserved
     # The device total only matters when the device itself was full.
     total, estimated = (None, False) if process_limit else _device_total(device_total, reserved, device_free)
     non_pytorch = max(total - reserved - device_free, 0) if total is not None else None
 
-    shortfall = requested - usable_free - headroom
-    if shortfall <= 0:
-        verdict = "fragmentation"
-    elif non_pytorch is not None and non_pytorch - CONTEXT_ALLOWANCE >= shortfall:
-        verdict = "external"
-    else:
-        verdict = "capacity"
-
     sid = int(trace.stack[index])
     stacks = _state_block_stacks(dev, state)
-    return OomDiagnosis(
-        device=dev.device,
-        index=index,
-        time_us=float(trace.time_us[index]),
-        requested=requested,
-        device_free=int(trace.device_free[index]),
-        stream=stream,
-        pool=pool,
-        reserved=reserved,
-        allocated=state.allocated,
-        active=active,
-        cached_free=reserved - active,
-        usable_free=usable_free,
-        largest_free_block=largest_free,
-        verdict=verdict,
-        process_limit=process_limit,
-        cap_at_least=reserved if process_limit else None,
-        cap_below=reserved + _segment_size_for(requested) if process_limit else None,
-        device_total=total,
-        device_total_estimated=estimated,
-        non_pytorch=non_pytorch,
-        fits_with_expandable=usable_free + headroom,
+    d = OomDiagnosis(
+        device=dev.device, index=index, time_us=float(trace.time_us[index]), requested=requested,
+        device_free=int(trace.device_free[index]), stream=stream, pool=pool, reserved=reserved,
+        allocated=state.allocated, active=active, cached_free=reserved - active, usable_free=usable_free,
+        largest_free_block=largest_free, verdict="capacity", process_limit=process_limit,
+        cap_at_least=cap_at_least, cap_below=cap_below, device_total=total, device_total_estimated=estimated,
+        non_pytorch=non_pytorch, fits_with_expandable=reserved - active + headroom,
         expandable_already=bool(snapshot.allocator_settings.get("expandable_segments")),
         released_before=_released_before(dev, index),
         site=sites.describe(sites.of_stack(sid)) if sid >= 0 else None,
         top_sites=top_sites(sites, sites.of_stacks(stacks), state.blk_size, top),
         largest_allocations=_largest(dev, state, stacks, sites, top),
-    )
+        headroom_at_least=headroom if process_limit else None,
+        headroom_below=cap_below - reserved if process_limit else None,
+        pinned=_pinned(dev, state, stacks, sites),
+        private_pool_reserved=int(state.seg_size[pools.private].sum()) if len(state.seg_size) else 0,
+        request_history=_request_history(dev, index))
+    _verdict(d, headroom)
+    return d
+
+
+def _verdict(d: OomDiagnosis, headroom: int) -> None:
+    """The verdict, with its confidence, evidence and the alternatives weighed."""
+    f, e = format_bytes, d.evidence
+    r, usable, largest = d.requested, d.usable_free, d.largest_free_block
+    history = d.request_history
+    if d.process_limit:
+        e.append(ev.Evidence(f"the device had {f(d.device_free)} free, more than the {f(r)} asked: a per-process cap"
+                             f" refused it; the cap is at least {f(d.cap_at_least)} (the most reserved so far) and"
+                             f" below {f(d.cap_below)}, so it left between {f(d.headroom_at_least)} and"
+                             f" {f(d.headroom_below)} above the {f(d.reserved)} reserved", "process_cap", d.index))
+    else:
+        e.append(ev.Evidence(f"the device had {f(d.device_free)} free, less than the {f(r)} asked: the device"
+                             " itself was full", "capacity", d.index))
+    e.append(ev.Evidence(f"{f(usable)} free in the {d.pool} pool's segments on stream {d.stream}, the largest block"
+                         f" {f(largest)}", "fragmentation" if usable + headroom >= r else "capacity", d.index))
+    holes = usable * 2 >= r and largest * 2 < usable
+    external = (d.non_pytorch is not None and d.non_pytorch - CONTEXT_ALLOWANCE >= r - usable - headroom > 0)
+    if usable + headroom >= r and largest < r:
+        d.verdict, d.confidence = "fragmentation", "high"
+        e.append(ev.Evidence(f"free memory ({f(usable)}) plus what could still be had ({f(headroom)}) covers the"
+                             " request, but no free block does", "fragmentation", d.index))
+    elif external:
+        d.verdict, d.confidence = "external", "high" if not d.device_total_estimated else "medium"
+        size = (f"at least {f(d.non_pytorch)} of the device (its size is not recorded: estimated as the smallest"
+                f" common GPU above what is seen, {f(d.device_total)})" if d.device_total_estimated
+                else f"{f(d.non_pytorch)} of the {f(d.device_total)} device")
+        e.append(ev.Evidence(f"{size} is used outside this allocator while it reserved only {f(d.reserved)}: another"
+                             " process, NCCL, cuBLAS workspaces or a large CUDA context; without it the request"
+                             " would have fit", "external", d.index))
+    elif d.process_limit and holes:
+        d.verdict, d.confidence = "fragmentation", "medium"
+        e.append(ev.Evidence(f"most of the request sits free in holes ({f(usable)} in the pool, the largest"
+                             f" {f(largest)}): packed together it would need only {f(r - usable)} more under the"
+                             f" cap, which left at least {f(d.headroom_at_least)}", "fragmentation", d.index))
+    elif d.process_limit and (history.get("growing") or not history.get("count")):
+        d.verdict, d.confidence = "process_cap", "medium"
+        e.append(ev.Evidence(
+            f"this stack's requests grew: {plural(history['count'], 'earlier request')}, the first"
+            f" {f(history['first'])}, the median {f(history['median'])}, now {f(r)}: the work outgrew what the cap"
+            " leaves; nothing piled up"
+            if history.get("count") else "this stack made no request before: a new, larger piece of work, refused by"
+            " the cap", "process_cap", d.index))
+    else:
+        d.verdict = "capacity"
+        d.confidence = "high" if not d.process_limit else "medium"
+        if history.get("count"):
+            e.append(ev.Evidence(f"{plural(history['count'], 'earlier request')} from the same stack (median"
+                                 f" {f(history['median'])}) succeeded: the request did not grow, what else is live"
+                                 " did", "capacity", d.index))
+        e.append(ev.Evidence(f"{f(d.allocated)} was live: even as one block, free memory and headroom"
+                             f" ({f(usable + headroom)}) fall {f(max(r - usable - headroom, 0))} short", "capacity",
+                             d.index))
+    _pinned_evidence(d, headroom)
+    if d.private_pool_reserved:
+        e.append(ev.Evidence(f"{f(d.private_pool_reserved)} is reserved in private pools (CUDA graphs), which this"
+                             " request cannot use", "capacity", d.index))
+    if d.released_before:
+        e.append(ev.Evidence(f"just before, the allocator released {f(d.released_before)} of cached segments to"
+                             " retry", d.verdict, d.index))
+    _alternatives(d, headroom, external, holes)
+
+
+def _pinned_evidence(d: OomDiagnosis, headroom: int) -> None:
+    """Free memory the allocator could not release, and what expandable segments would change."""
+    f, e, p = format_bytes, d.evidence, d.pinned
+    # Free memory worth counting against this request: a tenth of it or more.
+    worth = d.requested * WORTH_COUNTING
+    if p and p["free"] >= worth:
+        e.append(ev.Evidence(f"{f(p['free'])} was free inside {plural(p['segments'], 'segment')} that live blocks"
+                             f" pinned, so the allocator could not release it; the largest, {f(p['largest_free'])},"
+                             f" in a {f(p['segment_size'])} segment kept by {plural(p['live_blocks'], 'live block')}"
+                             f" ({f(p['live_bytes'])}" + _blocker_text(p) + ")", d.verdict, d.index))
+    if d.expandable_already:
+        e.append(ev.Evidence("expandable segments were already on", d.verdict, d.index))
+    elif d.cached_free + headroom >= d.requested > d.largest_free_block:
+        e.append(ev.Evidence(f"with expandable_segments:True the free pages could be unmapped and mapped again: the"
+                             f" request would fit ({f(d.cached_free)} free + {f(headroom)})", d.verdict, d.index))
+    elif d.process_limit and d.cached_free >= worth and d.requested - d.cached_free < d.headroom_below:
+        e.append(ev.Evidence(f"with expandable_segments:True the request would fit if the cap left"
+                             f" {f(d.requested - d.cached_free)} (it left between {f(d.headroom_at_least)} and"
+                             f" {f(d.headroom_below)})", d.verdict, d.index))
+
+
+def _blocker_text(p: dict) -> str:
+    b = p.get("blocker")
+    return f", the largest {format_bytes(b['size'])} {b['address_n']} from {b['site']}" if b else ""
+
+
+def _alternatives(d: OomDiagnosis, headroom: int, external: bool, holes: bool) -> None:
+    f, alt, v = format_bytes, d.alternatives, d.verdict
+    r = d.requested
+    if v != "fragmentation":
+        alt.append({"verdict": "fragmentation", "why": f"rejected: free memory in the pool ({f(d.usable_free)}) and"
+                    f" what could still be had ({f(headroom)}) do not cover {f(r)}" if not holes else
+                    "not excluded: holes hold much of the request; the cap's exact size decides"})
+    if v != "external":
+        alt.append({"verdict": "external", "why": "rejected: the device had room; a cap refused it" if d.process_limit
+                    else "rejected: memory outside this allocator does not explain the shortfall"
+                    + (" (device total estimated: give --device-memory)" if d.device_total_estimated else "")})
+    if v == "capacity" and d.process_limit:
+        alt.append({"verdict": "process_cap", "why": "rejected as the main cause: the request did not grow, what"
+                    " else is live did (raising the cap would also help)"})
+    if v == "process_cap":
+        alt.append({"verdict": "capacity", "why": "not the main cause: nothing piled up; the request itself grew"
+                    " (reducing what is live would also help)"})
+
+
+def _pinned(dev: DeviceModel, state: AllocatorState, stacks: np.ndarray, sites: CallSites) -> dict | None:
+    """Free memory in segments with live blocks: after the OOM-time release, every cached
+    free byte is of this kind. The segment holding the most of it, and what pins it."""
+    if not len(state.seg_size):
+        return None
+    free, largest, _ = state.free_runs_per_segment()
+    live = np.bincount(state.blk_segment[state.blk_segment != NONE].astype(np.int64),
+                       minlength=len(state.seg_size))
+    pinned = (live > 0) & (free > 0)
+    if not pinned.any():
+        return {"free": 0, "segments": 0}
+    s = int(np.flatnonzero(pinned)[np.argmax(free[pinned])])
+    blocks = state.segment_blocks(s)
+    biggest = int(blocks[np.argmax(state.blk_size[blocks])]) if len(blocks) else -1
+    blocker = None
+    if biggest >= 0:
+        life = int(state.blk_life[biggest])
+        name = format_address_n(dev.lives.addr[life], dev.lives.version[life]) if life != NONE else (
+            dev.block_address_n(int(state.blk_final[biggest])) if state.blk_final[biggest] != NONE else "")
+        blocker = {"address_n": name, "size": int(state.blk_size[biggest]),
+                   "site": sites.label(sites.of_stack(int(stacks[biggest])))}
+    return {"free": int(free[pinned].sum()), "segments": int(pinned.sum()), "segment_size": int(state.seg_size[s]),
+            "largest_free": int(largest[s]), "live_blocks": len(blocks),
+            "live_bytes": int(state.blk_size[blocks].sum()), "blocker": blocker}
+
+
+def _request_history(dev: DeviceModel, index: int) -> dict:
+    """Earlier allocations from the failing request's own stack, and whether they grew:
+    ``growing`` when the request is at least ``GROWTH`` times their median (a batch that
+    grew), rather than one more of the same (a pile)."""
+    trace = dev.trace
+    sid = int(trace.stack[index])
+    if sid < 0:
+        return {}
+    mine = np.flatnonzero((trace.action[:index] == act.ALLOC) & (trace.stack[:index] == sid))
+    sizes = trace.size[mine].astype(np.int64)
+    if not len(sizes):
+        return {"count": 0, "first": 0, "median": 0, "largest_before": 0, "growing": False}
+    median = int(np.median(sizes))
+    return {"count": len(sizes), "first": int(sizes[0]), "median": median, "largest_before": int(sizes.max()),
+            "growing": bool(int(trace.size[index]) >= GROWTH * median)}
+
+
+def _after(d: OomDiagnosis, dev: DeviceModel, cycles: CycleReport) -> None:
+    """The burst of frees right after the OOM (no allocation between), and its cause."""
+    action = dev.trace.action
+    allocs = np.flatnonzero(action[d.index + 1:] == act.ALLOC)
+    until = d.index + 1 + int(allocs[0]) if len(allocs) else len(action)
+    for b in cycles.bursts + cycles.other_bursts:
+        if d.index < b.index < until:
+            d.freed_after = {"index": b.index, "bytes": b.bytes, "cause": b.cause, "confidence": b.confidence}
+            if b.cause != "cycle" or cycles.suspected:
+                d.evidence.append(ev.Evidence(
+                    f"right after, {format_bytes(b.bytes)} was freed at once by "
+                    f"{_CAUSE_AFTER.get(b.cause, b.cause)} ({b.confidence} confidence, see memtui cycles)",
+                    d.verdict, b.index))
+            break
+    if d.held_by_cycles:
+        d.evidence.append(ev.Evidence(f"{format_bytes(d.held_by_cycles)} of what was live came from sites whose"
+                                      " memory the garbage collector freed in bursts: reference cycles"
+                                      f" ({cycles.confidence} confidence, see memtui cycles)", d.verdict, d.index))
+
+
+_CAUSE_AFTER = {"cycle": "the garbage collector", "exception": "the exception's traceback being let go (the"
+                " failing call's frames held it)", "refcount": "reference counting", "autograd": "the autograd"
+                " engine", "teardown": "teardown", "unknown": "something the stacks do not tell"}
 
 
 def _segment_size_for(requested: int) -> int:

@@ -51,11 +51,14 @@ def test_oom_real_is_capacity_on_a_full_device():
 
 
 @pytest.mark.shared
-def test_oom_training_is_capacity_under_a_process_cap():
+def test_oom_training_is_the_process_cap():
     d = only_oom("oom_training")
     # 122 GiB free on the device, "6.00 GiB allowed": the cap refused it, and the 880 KiB
-    # cached in a small-pool segment cannot serve a 1 GiB request.
-    assert d.process_limit and d.verdict == "capacity"
+    # cached in a small-pool segment cannot serve a 1 GiB request. The batch doubled each
+    # step: the request outgrew what the cap left (nothing piled up), so the cap is the
+    # verdict, not "capacity" (the old verdict, which sent users after what is live).
+    assert d.process_limit and d.verdict == "process_cap" and d.confidence == "medium"
+    assert d.request_history["growing"]
     assert d.pool == "large" and d.usable_free == 0
     assert d.cap_at_least <= 6 * GIB < d.cap_below
     assert d.released_before > 0  # the free-and-retry segment frees before the OOM
@@ -68,6 +71,8 @@ def test_refcycle_oom_is_capacity_under_a_cap_with_memory_waiting_for_gc():
     assert d.process_limit and d.verdict == "capacity"
     assert d.cap_at_least <= 8 * GIB < d.cap_below
     assert d.held_by_cycles > 7 * GIB
+    assert any("garbage collector" in e.text for e in d.evidence)
+    assert d.freed_after["cause"] == "cycle"
 
 
 def fragmented(tmp_path, device_free: int):
