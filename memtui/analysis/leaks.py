@@ -1,12 +1,24 @@
 """What grows: allocations live at snapshot time by call site, and how each site's live
 memory moved over the run.
 
-For every call site the live bytes and count are sampled once per step (or time
-window, see :mod:`memtui.analysis.steps`). A site whose live bytes never fall between
-samples and rise in at least half of the intervals is flagged as growing: memory that
-each iteration adds and no iteration gives back, which is what a reference kept across
-iterations (``loss_history.append(loss)``) looks like. One rise (optimizer state made
-on the first step) is not growth.
+Each site's live bytes are sampled once per iteration (:mod:`memtui.analysis.steps`: step
+annotations, else the executions of the most repeated allocation stack, else time
+windows). A leak adds memory each iteration that no later iteration gives back, so what
+it raises is the site's **floor**: at each sample, the least the site holds at any later
+sample. Temporaries never lift it, and neither does memory the program releases only at
+the end (the floor is read from the samples, and the last one comes before the final
+release). A site **leaks** when its floor rises in at least half of the intervals (and at
+least twice): growth across the run. Otherwise it is one of:
+
+* a **plateau**: the floor rose, then stopped (warm-up, optimizer state made at the first
+  step, a cache that reached its size);
+* a **sawtooth**: the live bytes grew and fell back to half or less, more than once (a
+  KV cache freed after each generation): given back, not leaked;
+* **steady**.
+
+Memory made on the autograd engine's thread has no Python stack; it is attributed to the
+``backward()`` call it ran under (:mod:`memtui.model.stackless`), so a leaked gradient
+still names a line.
 
 The sampling is one pass over the lives: each life adds its bytes to the range of
 sample points it spans (a difference array per site, then a cumulative sum).
@@ -18,14 +30,22 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from memtui.analysis import evidence as ev
 from memtui.analysis.callsites import CallSites, group_by_site
 from memtui.analysis.live import LifeSpans, life_spans
-from memtui.analysis.steps import StepPoints, step_points
+from memtui.analysis.steps import StepPoints, iteration_marks, step_points
 from memtui.model import DeviceModel, Snapshot
 from memtui.model.segments import ALLOCATED
+from memtui.model.stackless import stackless_context
+from memtui.units import format_bytes, plural
 
 MIN_RISES = 2
 RISING_SHARE = 0.5
+MAX_FLOOR_POINTS = 4096  # samples for the floor (iterations beyond are thinned evenly)
+MIN_TEETH = 2  # falls to half or less that make a sawtooth
+PARTS = 10  # a run is cut into this many parts to count where its floor rose
+LEAK, PLATEAU, SAWTOOTH, STEADY = "leak", "plateau", "sawtooth", "steady"
+NO_LEAK, CANNOT_TELL = "no leak", "cannot tell"
 
 
 @dataclass
@@ -37,8 +57,14 @@ class SiteGrowth:
     count: int
     series_bytes: list[int]  # live at each step point
     series_count: list[int]
-    growing: bool
+    growing: bool  # the site leaks
     units: int = 0  # steps (or windows) between the first and the last sample
+    kind: str = STEADY  # leak, plateau, sawtooth or steady
+    floor_growth: int = 0  # how much the floor rose over the run
+    rises: int = 0  # iterations in which the floor rose
+    intervals: int = 0  # iterations sampled for the floor, less one
+    teeth: int = 0  # falls to half or less
+    released_at_end: int = 0  # bytes freed after the last sample (the release at the end)
 
     @property
     def growth_per_unit(self) -> int:
@@ -46,6 +72,8 @@ class SiteGrowth:
 
     @property
     def growth_bytes(self) -> int:
+        if self.growing:
+            return self.floor_growth
         return self.series_bytes[-1] - self.series_bytes[0] if self.series_bytes else 0
 
     @property
@@ -54,8 +82,10 @@ class SiteGrowth:
 
     def to_json(self) -> dict:
         return {"site": self.label, "frames": self.frames, "bytes": self.bytes, "count": self.count,
-                "growing": self.growing, "growth_bytes": self.growth_bytes, "growth_count": self.growth_count,
-                "growth_per_step": self.growth_per_unit,
+                "growing": self.growing, "kind": self.kind, "growth_bytes": self.growth_bytes,
+                "growth_count": self.growth_count, "growth_per_step": self.growth_per_unit,
+                "floor_rises": self.rises, "floor_intervals": self.intervals, "teeth": self.teeth,
+                "released_at_end": self.released_at_end,
                 "series_bytes": self.series_bytes, "series_count": self.series_count}
 
 
@@ -66,13 +96,19 @@ class LeakReport:
     live_bytes: int
     live_count: int
     sites: list[SiteGrowth] = field(default_factory=list)
+    verdict: str = NO_LEAK
+    confidence: str = "medium"
+    evidence: list[ev.Evidence] = field(default_factory=list)
+    alternatives: list[dict] = field(default_factory=list)
 
     @property
     def growing(self) -> list[SiteGrowth]:
         return [s for s in self.sites if s.growing]
 
     def to_json(self) -> dict:
-        return {"device": self.device, "live_bytes": self.live_bytes, "live_count": self.live_count,
+        return {"device": self.device, "verdict": self.verdict, "confidence": self.confidence,
+                "evidence": [e.to_json() for e in self.evidence], "alternatives": self.alternatives,
+                "live_bytes": self.live_bytes, "live_count": self.live_count,
                 "steps": self.points.to_json(), "growing": [s.label for s in self.growing],
                 "sites": [s.to_json() for s in self.sites]}
 
@@ -80,29 +116,58 @@ class LeakReport:
 def find_leaks(snapshot: Snapshot, dev: DeviceModel, depth: int = 1, max_points: int = 24,
                windows: int = 10, limit: int | None = 30) -> LeakReport:
     sites = CallSites(snapshot.stacks, depth)
-    n_sites = len(sites)
+    spans = life_spans(dev)
+    site_of_life, labels = _attributed_sites(snapshot, dev, spans, sites)
+    n_sites = len(labels)
     blocks = dev.blocks
     live = blocks.state == ALLOCATED
     end_bytes, end_count = group_by_site(sites.of_stacks(blocks.stack[live]), blocks.size[live], n_sites)
+    # Blocks allocated on the autograd thread: their life's attributed site.
+    linked = np.nonzero(live & (dev.block_life >= 0))[0]
+    if len(linked) and n_sites > len(sites):
+        attributed = site_of_life[dev.block_life[linked]]
+        moved = attributed >= len(sites)
+        if moved.any():
+            old = sites.of_stacks(blocks.stack[linked[moved]])
+            np.subtract.at(end_bytes, old, blocks.size[linked[moved]].astype(np.int64))
+            np.subtract.at(end_count, old, 1)
+            np.add.at(end_bytes, attributed[moved], blocks.size[linked[moved]].astype(np.int64))
+            np.add.at(end_count, attributed[moved], 1)
 
     points = step_points(snapshot, dev, max_points, windows)
-    spans = life_spans(dev)
-    series_bytes, series_count = sample_by_site(spans, sites.of_stacks(spans.stack), points.indices, n_sites)
-    growing = growing_sites(series_bytes)
+    series_bytes, series_count = sample_by_site(spans, site_of_life, points.indices, n_sites)
+    marks = iteration_marks(snapshot, dev)
+    fine = marks[2] if marks is not None else points.indices
+    fine = fine[_thin_positions(len(fine), MAX_FLOOR_POINTS)]
+    fine_bytes, _ = sample_by_site(spans, site_of_life, fine, n_sites)
+    kinds, floor_growth, rises = classify_growth(fine_bytes)
+    teeth = _teeth(fine_bytes)
+    last = int(fine[-1]) if len(fine) else -1
+    kept = _kept_parts(spans, site_of_life, fine, np.flatnonzero(kinds == LEAK_CODE), fine_bytes)
+    for site, (made_in, parts, kept_bytes) in kept.items():
+        # A working set that grows (a batch) or a cache filled again after being emptied
+        # lifts the floor too, but what they hold at the end is recent: what a leak holds at
+        # the end was made all through the run.
+        if made_in * 2 < parts or kept_bytes * 2 < floor_growth[site]:
+            kinds[site] = KINDS.index(SAWTOOTH) if teeth[site] else KINDS.index(PLATEAU)
+    released = _released_after(spans, site_of_life, last, n_sites)
+    growing = kinds == LEAK_CODE
 
     # Growing sites first (by growth), then the rest by what they hold at the end.
-    growth = series_bytes[:, -1] - series_bytes[:, 0] if len(points) else np.zeros(n_sites, np.int64)
     present = (end_count > 0) | growing
-    order = np.lexsort((-end_bytes, -np.where(growing, growth, 0), ~growing))
+    order = np.lexsort((-end_bytes, -np.where(growing, floor_growth, 0), ~growing))
     report = LeakReport(dev.device, points, int(end_bytes.sum()), int(end_count.sum()))
     for site in order:
         if not present[site] or (limit is not None and len(report.sites) >= limit and not growing[site]):
             continue
         report.sites.append(SiteGrowth(
-            site=int(site), label=sites.label(int(site)), frames=sites.frame_dicts(int(site)),
+            site=int(site), label=labels[site], frames=_frames(sites, int(site)),
             bytes=int(end_bytes[site]), count=int(end_count[site]),
             series_bytes=[int(v) for v in series_bytes[site]], series_count=[int(v) for v in series_count[site]],
-            growing=bool(growing[site]), units=points.units_between_ends()))
+            growing=bool(growing[site]), units=_units(points, fine, marks), kind=KINDS[int(kinds[site])],
+            floor_growth=int(floor_growth[site]), rises=int(rises[site]), intervals=max(len(fine) - 1, 0),
+            teeth=int(teeth[site]), released_at_end=int(released[site])))
+    _decide(report, labels, kinds, floor_growth, rises, teeth, released, len(fine), marks)
     return report
 
 
@@ -129,12 +194,205 @@ def sample_by_site(spans: LifeSpans, site_of_life: np.ndarray, points: np.ndarra
     return accumulate(size), accumulate(None)
 
 
+KINDS = (STEADY, LEAK, PLATEAU, SAWTOOTH)
+LEAK_CODE = KINDS.index(LEAK)
+
+
+def classify_growth(series: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of per-iteration samples: its kind (an index into KINDS), how much its floor
+    rose, and in how many of the run's parts. The floor at a sample is the least of that
+    sample and every later one. The samples are cut into at most ``PARTS`` equal parts, so
+    that a line sampled twice per iteration counts the same as one sampled once: a leak's
+    floor rises in at least half of the parts (and at least ``MIN_RISES``)."""
+    n_rows, k = series.shape
+    if k < 3:
+        return np.zeros(n_rows, np.int64), np.zeros(n_rows, np.int64), np.zeros(n_rows, np.int64)
+    floor = np.minimum.accumulate(series[:, ::-1], axis=1)[:, ::-1]
+    steps = np.diff(floor, axis=1)
+    parts = min(PARTS, steps.shape[1])
+    part_of = (np.arange(steps.shape[1]) * parts) // steps.shape[1]
+    rose = np.zeros((n_rows, parts), bool)
+    for p in range(parts):
+        rose[:, p] = (steps[:, part_of == p] > 0).any(axis=1)
+    rises = rose.sum(axis=1)
+    growth = floor[:, -1] - floor[:, 0]
+    needed = max(MIN_RISES, int(np.ceil(RISING_SHARE * parts)))
+    kinds = np.zeros(n_rows, np.int64)
+    kinds[(steps > 0).any(axis=1)] = KINDS.index(PLATEAU)
+    kinds[(rises >= needed) & (growth > 0)] = LEAK_CODE
+    teeth = _teeth(series)
+    kinds[(kinds != LEAK_CODE) & (teeth >= MIN_TEETH)] = KINDS.index(SAWTOOTH)
+    return kinds, growth, rises
+
+
 def growing_sites(series: np.ndarray) -> np.ndarray:
-    """Mask of the rows that never fall and rise in at least half of the intervals."""
-    if series.shape[1] < 3:
-        return np.zeros(series.shape[0], bool)
-    steps = np.diff(series, axis=1)
-    rises = (steps > 0).sum(axis=1)
-    falls = (steps < 0).sum(axis=1)
-    needed = max(MIN_RISES, int(np.ceil(RISING_SHARE * steps.shape[1])))
-    return (falls == 0) & (rises >= needed)
+    """Mask of the rows whose floor rises in at least half of the intervals (and at least twice)."""
+    return classify_growth(series)[0] == LEAK_CODE
+
+
+def _teeth(series: np.ndarray) -> np.ndarray:
+    """Per row: how often the samples fell to at most half of the high since the last fall."""
+    out = np.zeros(series.shape[0], np.int64)
+    if series.shape[1] < 2:
+        return out
+    candidates = np.nonzero(series.max(axis=1) > 0)[0]
+    for r in candidates:
+        count, high = 0, 0
+        for v in series[r].tolist():
+            if v > high:
+                high = v
+            elif high > 0 and v * 2 <= high:
+                count += 1
+                high = v
+        out[r] = count
+    return out
+
+
+def _kept_parts(spans: LifeSpans, site_of_life: np.ndarray, points: np.ndarray, candidates: np.ndarray,
+                series: np.ndarray | None = None) -> dict[int, tuple[int, int, int]]:
+    """For each candidate site, the lives it held at the last sample (and, when its
+    samples fell to half or less, made before the last such fall): in how many of the
+    run's parts they were made, of how many parts, and their bytes."""
+    out: dict[int, tuple[int, int, int]] = {}
+    k = len(points)
+    if k < 2:
+        return out
+    parts = min(PARTS, k - 1)
+    last = int(points[-1])
+    alive = (spans.start >= 0) & (spans.start < last) & (spans.stop > last)
+    for site in candidates.tolist():
+        mine = np.flatnonzero(alive & (site_of_life == site))
+        position = np.searchsorted(points, spans.start[mine], "right")  # samples before it was made
+        fell = _last_fall(series[site]) if series is not None else -1
+        if fell >= 0:
+            # Fell back to half or less at sample ``fell``: only what survived the fall counts.
+            mine, position = mine[position <= fell], position[position <= fell]
+        part = np.minimum(position * parts // k, parts - 1)
+        out[site] = (len(np.unique(part)), parts, int(spans.size[mine].sum()))
+    return out
+
+
+def _last_fall(row: np.ndarray) -> int:
+    """The last sample at which the row fell to half or less of its high since the last such fall (-1: none)."""
+    at, high = -1, 0
+    for i, v in enumerate(row.tolist()):
+        if v > high:
+            high = v
+        elif high > 0 and v * 2 <= high:
+            at, high = i, v
+    return at
+
+
+def _released_after(spans: LifeSpans, site_of_life: np.ndarray, last: int, n_sites: int) -> np.ndarray:
+    """Bytes each site freed after the last sample: the release at the end of the run."""
+    if last < 0:
+        return np.zeros(n_sites, np.int64)
+    late = (spans.start >= 0) & (spans.start <= last) & (spans.stop > last) & (spans.stop < spans.n_events)
+    return np.rint(np.bincount(site_of_life[late], weights=spans.size[late].astype(np.float64),
+                               minlength=n_sites)).astype(np.int64)
+
+
+def _units(points: StepPoints, fine: np.ndarray, marks) -> int:
+    if marks is not None:
+        return max(len(fine) - 1, 0) if len(marks[2]) <= MAX_FLOOR_POINTS else len(marks[2]) - 1
+    return points.units_between_ends()
+
+
+def _thin_positions(count: int, limit: int) -> np.ndarray:
+    if count <= limit:
+        return np.arange(count, dtype=np.int64)
+    return np.unique(np.rint(np.linspace(0, count - 1, limit)).astype(np.int64))
+
+
+def _frames(sites: CallSites, site: int) -> list[dict]:
+    return sites.frame_dicts(site if site < len(sites) else site - len(sites))
+
+
+def _attributed_sites(snapshot: Snapshot, dev: DeviceModel, spans: LifeSpans,
+                      sites: CallSites) -> tuple[np.ndarray, list[str]]:
+    """The site of every life, and every site's label. A life made on the autograd thread
+    (no stack) gets a site of its own per ``backward()`` line it ran under, numbered after
+    the ordinary sites."""
+    site_of_life = sites.of_stacks(spans.stack).astype(np.int64)
+    labels = [sites.label(s) for s in range(len(sites))]
+    stackless = np.nonzero((spans.stack < 0) & (spans.start >= 0))[0]
+    if not len(stackless) or not len(dev.trace):
+        return site_of_life, labels
+    before = dev.last_stacked_before[spans.start[stackless]]
+    has = before >= 0
+    if not has.any():
+        return site_of_life, labels
+    stacks_before = np.full(len(before), -1, np.int64)
+    stacks_before[has] = dev.trace.stack[before[has]]
+    extra: dict[int, int] = {}
+    for sid in np.unique(stacks_before[stacks_before >= 0]).tolist():
+        i = int(before[np.flatnonzero(stacks_before == sid)[0]])
+        # The context of an event right after ``i`` (the stackless one) says if ``i`` is in backward().
+        context = stackless_context(snapshot, dev.device, _first_stackless_after(dev, i))
+        if context is not None and context.in_backward:
+            user = sites.of_stack(sid)
+            if user not in extra:
+                extra[user] = len(sites) + user
+    if not extra:
+        return site_of_life, labels
+    labels = labels + [f"(autograd thread) under backward() at {sites.label(s)}" for s in range(len(sites))]
+    for k, sid in enumerate(stacks_before.tolist()):
+        if sid >= 0:
+            user = sites.of_stack(sid)
+            if user in extra:
+                site_of_life[stackless[k]] = extra[user]
+    return site_of_life, labels
+
+
+def _first_stackless_after(dev: DeviceModel, i: int) -> int:
+    after = np.flatnonzero(dev.trace.stack[i + 1:] < 0)
+    return i + 1 + int(after[0]) if len(after) else i
+
+
+def _decide(report: LeakReport, labels: list[str], kinds: np.ndarray, floor_growth: np.ndarray,
+            rises: np.ndarray, teeth: np.ndarray, released: np.ndarray, samples: int, marks) -> None:
+    f, e, alt = format_bytes, report.evidence, report.alternatives
+    how = ({"annotation": f"{samples} step annotations ('{marks[1]}')" if marks else "",
+            "iterations": f"{samples} executions of the most repeated allocation ({marks[1]})" if marks else ""}
+           .get(marks[0], "") if marks else f"{samples} time windows (no steps or repeated line to sample by)")
+    leaks = np.flatnonzero(kinds == LEAK_CODE)
+    if samples < 4:
+        report.verdict, report.confidence = CANNOT_TELL, "low"
+        e.append(ev.Evidence(f"only {samples} samples ({how}): too few iterations to tell growth from a plateau",
+                             CANNOT_TELL))
+        return
+    parts = min(PARTS, samples - 1)
+    if len(leaks):
+        top = leaks[np.argsort(-floor_growth[leaks])]
+        s = int(top[0])
+        report.verdict = LEAK
+        report.confidence = "high" if rises[s] * 5 >= parts * 4 and parts >= 8 else "medium"
+        e.append(ev.Evidence(f"{labels[s]}: what it keeps rose in {rises[s]} of the run's {parts} parts"
+                             f" (+{f(int(floor_growth[s]))}; {samples} samples at {how}), and the memory it held at"
+                             " the last sample was made all through the run", LEAK))
+        if released[s]:
+            e.append(ev.Evidence(f"it was released only at the end ({f(int(released[s]))} freed after the last"
+                                 " sample): held for the whole run by something that outlived the loop", LEAK))
+        if len(top) > 1:
+            e.append(ev.Evidence(f"{plural(len(top) - 1, 'other site')} grew the same way: "
+                                 + ", ".join(labels[int(t)] for t in top[1:4]), LEAK))
+        alt.append({"verdict": "plateau (warm-up, a cache reaching its size)",
+                    "why": f"rejected: the growth did not stop: it rose in {rises[s]} of {parts} parts"})
+        alt.append({"verdict": "growth given back (a cache or batch freed each round)",
+                    "why": "rejected: what it held at the end was made all through the run"})
+        return
+    report.verdict = NO_LEAK
+    report.confidence = "high" if parts >= 8 else "medium"
+    plateaus = np.flatnonzero(kinds == KINDS.index(PLATEAU))
+    saws = np.flatnonzero(kinds == KINDS.index(SAWTOOTH))
+    e.append(ev.Evidence(f"no site kept more in at least half of the run's {parts} parts ({samples} samples at"
+                         f" {how}) with what it held at the end made all through the run", NO_LEAK))
+    if len(plateaus):
+        s = int(plateaus[np.argmax(floor_growth[plateaus])])
+        e.append(ev.Evidence(f"growth that stopped or was given back: {labels[s]} rose in {rises[s]} of {parts}"
+                             f" parts (+{f(int(floor_growth[s]))})", PLATEAU))
+    if len(saws):
+        s = int(saws[np.argmax(teeth[saws])])
+        e.append(ev.Evidence(f"growth given back: {labels[s]} grew and fell to half or less {teeth[s]} times",
+                             SAWTOOTH))
+    alt.append({"verdict": "leak", "why": "rejected: no site kept more all through the run"})

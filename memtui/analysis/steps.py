@@ -2,8 +2,11 @@
 
 Training loops leave ``external_annotations`` (``Optimizer.step#AdamW.step`` START/END,
 ``Optimizer.zero_grad#...``, or numbered markers such as ``memtui.step#12``): the name
-that repeats most marks one point per iteration. Without them, the trace is cut into equal time windows (or equal event
-windows when it has no times).
+that repeats most marks one point per iteration. Without them, a loop still shows in the
+trace: the allocation stack that repeats most (a line of the loop's body, reached the same
+way each time) marks one point per execution, just before it, when the previous
+execution's temporaries are gone. With no stacks either, the trace is cut into equal time
+windows (or equal event windows when it has no times).
 
 A point is an event index: "the state after this event".
 """
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memtui.model import DeviceModel, Snapshot
+from memtui.model import actions as act
 
 MIN_ANNOTATED_STEPS = 3
 # Markers that number their steps (memtui.step#12, train_step_12) form one series.
@@ -26,8 +30,8 @@ DEFAULT_WINDOWS = 10
 
 @dataclass
 class StepPoints:
-    kind: str  # "annotation", "time" or "events"
-    name: str | None  # the annotation that marks steps
+    kind: str  # "annotation", "iterations", "time" or "events"
+    name: str | None  # the annotation that marks steps, or the line whose executions do
     indices: np.ndarray  # event index of each point, ascending
     steps: int  # how many iterations the points stand for (annotation count, or windows)
     positions: np.ndarray | None = None  # step number of each point (points may skip steps)
@@ -37,7 +41,7 @@ class StepPoints:
 
     @property
     def unit(self) -> str:
-        return "step" if self.kind == "annotation" else "window"
+        return {"annotation": "step", "iterations": "iteration"}.get(self.kind, "window")
 
     def units_between_ends(self) -> int:
         """Steps (or windows) from the first point to the last."""
@@ -56,11 +60,11 @@ def step_points(snapshot: Snapshot, dev: DeviceModel, max_points: int = 24,
                 windows: int = DEFAULT_WINDOWS) -> StepPoints:
     """Sample points, at most ``max_points`` of them, evenly spread over the steps."""
     n = len(dev.trace)
-    annotated = _annotated_points(snapshot, dev)
-    if annotated is not None:
-        name, indices = annotated
+    marks = iteration_marks(snapshot, dev)
+    if marks is not None:
+        kind, name, indices = marks
         picked = _thin(len(indices), max_points)
-        return StepPoints("annotation", name, indices[picked], len(indices), picked)
+        return StepPoints(kind, name, indices[picked], len(indices), picked)
     times = dev.trace.time_us
     windows = max(2, min(windows, max_points))
     if n and np.isfinite(times).all() and times[-1] > times[0]:
@@ -70,6 +74,33 @@ def step_points(snapshot: Snapshot, dev: DeviceModel, max_points: int = 24,
     indices = np.unique(np.clip((np.arange(1, windows + 1) * n) // windows - 1, 0, max(n - 1, 0))) if n else \
         np.zeros(0, np.int64)
     return StepPoints("events", None, indices, windows)
+
+
+def iteration_marks(snapshot: Snapshot, dev: DeviceModel) -> tuple[str, str, np.ndarray] | None:
+    """Every iteration's point: (kind, name, event indices), from step annotations, else
+    from the most repeated allocation stack; None when neither marks at least
+    MIN_ANNOTATED_STEPS iterations."""
+    annotated = _annotated_points(snapshot, dev)
+    if annotated is not None:
+        return ("annotation",) + annotated
+    repeated = _repeated_stack_points(snapshot, dev)
+    if repeated is not None:
+        return ("iterations",) + repeated
+    return None
+
+
+def _repeated_stack_points(snapshot: Snapshot, dev: DeviceModel) -> tuple[str, np.ndarray] | None:
+    trace = dev.trace
+    allocs = np.flatnonzero((trace.action == act.ALLOC) & (trace.stack >= 0))
+    if len(allocs) < MIN_ANNOTATED_STEPS:
+        return None
+    stacks, first, counts = np.unique(trace.stack[allocs], return_index=True, return_counts=True)
+    # The most repeated stack; of equals, the one that comes first in the trace.
+    best = int(np.lexsort((first, -counts))[0])
+    if counts[best] < MIN_ANNOTATED_STEPS:
+        return None
+    at = allocs[trace.stack[allocs] == stacks[best]]
+    return snapshot.stacks.top_frame_text(int(stacks[best])), np.maximum(at - 1, 0).astype(np.int64)
 
 
 def step_boundaries(snapshot: Snapshot, dev: DeviceModel) -> tuple[str, np.ndarray] | None:

@@ -8,7 +8,8 @@ from memtui.commands._report import add_depth_option, add_device_option, check_d
 from memtui.units import format_bytes
 
 NAME = "leaks"
-HELP = "Group live allocations by call site and flag the sites whose memory grows step after step."
+HELP = ("Group live allocations by call site; a verdict (leak, growth that plateaus or is given back) with its"
+        " evidence, and the sites whose kept memory grows all through the run.")
 SPARK = " ▁▂▃▄▅▆▇█"
 
 
@@ -39,30 +40,45 @@ def describe_points(report: LeakReport) -> str:
     p = report.points
     if p.kind == "annotation":
         return f"{len(p)} samples over {p.steps} steps (end of each '{p.name}')"
+    if p.kind == "iterations":
+        return f"{len(p)} samples over {p.steps} executions of the most repeated allocation ({p.name})"
     if p.kind == "time":
         return f"{len(p)} samples, one per time window (no step annotations)"
     return f"{len(p)} samples, one per event window (no times or step annotations)"
 
 
+def headline(report: LeakReport) -> str:
+    words = {"leak": "a leak", "no leak": "no leak", "cannot tell": "cannot tell whether memory leaks"}
+    return f"device {report.device}: {words.get(report.verdict, report.verdict)} ({report.confidence} confidence)"
+
+
+def because_lines(report: LeakReport) -> list[str]:
+    lines = ["because:"] + [f"  - {e.text}" for e in report.evidence] if report.evidence else []
+    if report.alternatives:
+        lines.append("also considered:")
+        lines += [f"  - {a['verdict']}: {a['why']}" for a in report.alternatives]
+    return lines
+
+
 def render(report: LeakReport) -> list[str]:
-    lines = [f"device {report.device}: {format_bytes(report.live_bytes)} in {report.live_count:,} live allocations"
-             f" at snapshot time; {describe_points(report)}"]
+    lines = [headline(report)] + because_lines(report)
+    lines.append(f"{format_bytes(report.live_bytes)} in {report.live_count:,} live allocations at snapshot time;"
+                 f" {describe_points(report)}")
     growing = report.growing
     if growing:
         lines.append("")
-        lines.append("growing call sites (live memory never fell and rose in most steps):")
+        lines.append("growing call sites (what they keep rose all through the run):")
         unit = report.points.unit
         for s in growing:
             lines.append(f"  {signed_bytes(s.growth_bytes):>12} ({signed_bytes(s.growth_per_unit)}/{unit}, "
                          f"{s.growth_count:+,} allocations)  {sparkline(s.series_bytes)}  {s.label}")
-    else:
-        lines.append("no call site grew steadily over the run")
     rest = [s for s in report.sites if not s.growing]
     if rest:
         lines.append("")
-        lines.append(f"{'live bytes':>12} {'count':>7}  over the run  call site")
+        lines.append(f"{'live bytes':>12} {'count':>7}  over the run  {'growth':<9} call site")
         for s in rest:
-            lines.append(f"{format_bytes(s.bytes):>12} {s.count:>7,}  {sparkline(s.series_bytes):<12}  {s.label}")
+            lines.append(f"{format_bytes(s.bytes):>12} {s.count:>7,}  {sparkline(s.series_bytes):<12}  {s.kind:<9}"
+                         f" {s.label}")
     return lines
 
 

@@ -45,16 +45,22 @@ def test_every_analysis_on_every_file(path, capsys):
     for command in SINGLE_FILE_COMMANDS:
         assert run([command, str(path)], capsys).strip()
         parsed = json.loads(run([command, str(path), "--json"], capsys))
+        # Every command names the device it looked at: the snapshot's default one.
+        assert parsed["device"] == cached(str(path)).default_device()
         if command == "oom":
-            assert isinstance(parsed, list)
-            for entry in parsed:
+            for entry in parsed["ooms"]:
                 assert {"device", "index", "requested", "device_free", "reserved", "allocated",
-                        "largest_free_block", "verdict", "process_limit", "top_sites"} <= set(entry)
-                assert entry["verdict"] in ("fragmentation", "capacity", "external")
+                        "largest_free_block", "verdict", "confidence", "evidence", "alternatives", "limit",
+                        "process_limit", "top_sites"} <= set(entry)
+                assert entry["verdict"] in ("fragmentation", "capacity", "process_cap", "external")
+                assert entry["device"] == parsed["device"] and entry["evidence"]
         elif command == "cycles":
-            assert {"cycles_suspected", "sites", "bursts"} <= set(parsed)
+            assert {"cycles_suspected", "verdict", "confidence", "evidence", "alternatives", "sites",
+                    "bursts"} <= set(parsed)
+            assert parsed["confidence"] in ("high", "medium", "low") and parsed["evidence"]
         else:
-            assert {"device", "sites", "steps", "growing"} <= set(parsed)
+            assert {"device", "verdict", "confidence", "evidence", "sites", "steps", "growing"} <= set(parsed)
+            assert parsed["evidence"]
     assert "A: " in run(["diff", str(path), str(path)], capsys)
     assert json.loads(run(["diff", str(path), str(path), "--json"], capsys))["new"] == []
 
@@ -64,9 +70,11 @@ def test_every_analysis_on_every_file(path, capsys):
 def test_oom_text_and_json_agree(capsys):
     path = str(SHARED / "oom_training.pickle")
     text = run(["oom", path], capsys)
-    (entry,) = json.loads(run(["oom", path, "--json"], capsys))
-    assert entry["verdict"] == "capacity" and entry["process_limit"] is True
-    assert "per-process" in text and "capacity" in text
+    parsed = json.loads(run(["oom", path, "--json"], capsys))
+    (entry,) = parsed["ooms"]
+    # The batch doubled under a 6 GiB cap: the request outgrew what the cap left.
+    assert parsed["device"] == 0 and entry["verdict"] == "process_cap" and entry["process_limit"] is True
+    assert "per-process cap" in text and "verdict: process_cap" in text and "because:" in text
 
 
 @pytest.mark.shared

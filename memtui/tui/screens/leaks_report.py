@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memtui.analysis.leaks import LeakReport, find_leaks
 from memtui.commands._report import signed_bytes
-from memtui.commands.leaks import describe_points, sparkline
+from memtui.commands.leaks import because_lines, describe_points, headline, sparkline
 from memtui.tui.analysis_jumps import site_jump
 from memtui.tui.device_view import DeviceView
 from memtui.tui.locations import site_location
@@ -27,8 +27,9 @@ class LeaksReportScreen(AnalysisScreen):
 
     def present(self, result: LeakReport) -> tuple[str, list[Row]]:
         growing = result.growing
-        lines = [f"{format_bytes(result.live_bytes)} in {result.live_count:,} live allocations at snapshot time;"
-                 f" {describe_points(result)}"]
+        lines = [headline(result)] + because_lines(result)
+        lines.append(f"{format_bytes(result.live_bytes)} in {result.live_count:,} live allocations at snapshot time;"
+                     f" {describe_points(result)}")
         if growing:
             names = ", ".join(s.label for s in growing)
             lines.append(f"{len(growing)} call site(s) grew steadily (marked ▲): {names}")
