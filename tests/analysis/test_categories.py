@@ -4,9 +4,9 @@ The truth files hold parameter, gradient and optimizer-state bytes summed over t
 tensors inside the recording process (sample_snapshots/scenarios.py and workloads.py).
 Each is compared at the moment it was measured:
 
-- "end": after the last ``zero_grad`` (the scenarios dump after ``_train`` returned, when
-  the model is already freed, so the dump itself is not that moment); the trace's end when
-  the run has no zero_grad annotation;
+- "end": after the last ``zero_grad``, where the truth was summed (a run that dumps later,
+  such as context_alloc's, has freed its model by then); the trace's end when the run has
+  no zero_grad annotation;
 - "before zero_grad": the event before the last ``zero_grad`` starts (gradients still held);
 - "peak": the allocated peak, for what is known there: parameters always, the optimizer
   state once the first step is over, gradients while an optimizer step runs.
