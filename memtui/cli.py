@@ -121,7 +121,8 @@ def _explorer_parser(commands: dict[str, object]) -> argparse.ArgumentParser:
     names = ", ".join(sorted(commands))
     parser = argparse.ArgumentParser(
         prog="memtui",
-        description="Explore a PyTorch CUDA memory snapshot in the terminal.",
+        description="Explore a PyTorch memory snapshot (CUDA, ROCm, or any accelerator whose allocator writes "
+                    "the same layout) in the terminal.",
         epilog=EPILOG.format(names=names),
     )
     parser.add_argument("snapshot", nargs="?", help="snapshot file (.pickle, compressed, or a memtui .msgpack export)")

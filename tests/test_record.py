@@ -335,6 +335,10 @@ cuda = types.SimpleNamespace(is_available=lambda: os.environ.get("FAKE_TORCH_BUI
                              and os.environ.get("FAKE_TORCH_DEVICES") != "0",
                              memory=memory, OutOfMemoryError=OutOfMemoryError,
                              is_initialized=lambda: _state["initialized"], init=_init)
+if os.environ.get("FAKE_TORCH_ACCELERATOR"):  # another accelerator than CUDA (xpu, npu, mps)
+    accelerator = types.SimpleNamespace(
+        is_available=lambda: True,
+        current_accelerator=lambda: types.SimpleNamespace(type=os.environ["FAKE_TORCH_ACCELERATOR"]))
 _C = types.SimpleNamespace(_cuda_isHistoryEnabled=_is_history_enabled,
                            _cuda_attach_out_of_memory_observer=_state["observers"].append)
 
@@ -529,6 +533,17 @@ def test_run_without_cuda_is_one_line(fake_torch, scripts, tmp_path, env, why):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "CUDA is not available" in lines[0] and why in lines[0], done.stderr
     assert not (tmp_path / "seen.json").exists()  # the script never ran
+
+
+def test_run_on_another_accelerator_says_what_it_records(fake_torch, scripts, tmp_path):
+    """memtui run records CUDA (and ROCm) GPUs; on a machine with an XPU it says how to record
+    that one instead, in one line."""
+    done = memtui_run(fake_torch, str(scripts / "train.py"), cwd=tmp_path,
+                      env={"FAKE_TORCH_BUILD": "cpu", "FAKE_TORCH_ACCELERATOR": "xpu"})
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "records CUDA (and ROCm) GPUs" in lines[0], done.stderr
+    assert "xpu is not recorded by memtui run" in lines[0] and "torch.xpu.memory._record_memory_history" in lines[0]
 
 
 def test_run_missing_script(fake_torch, tmp_path):

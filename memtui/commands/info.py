@@ -139,9 +139,11 @@ def render_text(snapshot: Snapshot, summary: dict) -> str:
                          f" device free {format_bytes(oom['device_free'])}")
     settings = summary["allocator_settings"]
     if settings:
-        conf = settings.get("PYTORCH_CUDA_ALLOC_CONF") or "(default)"
+        # The variable's name as the allocator wrote it (PYTORCH_CUDA_ALLOC_CONF, or another backend's).
+        key = next((k for k in settings if isinstance(k, str) and k.endswith("ALLOC_CONF")), "PYTORCH_CUDA_ALLOC_CONF")
+        conf = settings.get(key) or "(default)"
         lines.append("")
-        lines.append(f"allocator: PYTORCH_CUDA_ALLOC_CONF={conf}  expandable_segments="
+        lines.append(f"allocator: {key}={conf}  expandable_segments="
                      f"{settings.get('expandable_segments')}  max_split_size={settings.get('max_split_size')}")
     lines.append(f"annotations: {summary['annotations']:,}")
     for warning in summary["warnings"]:

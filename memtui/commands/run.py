@@ -9,7 +9,9 @@ from memtui.errors import UsageError
 NAME = "run"
 HELP = (
     "Run a Python script like 'python script.py args', recording CUDA memory: a snapshot is "
-    "written at the first CUDA out-of-memory error and at exit. Needs PyTorch with CUDA."
+    "written at the first CUDA out-of-memory error and at exit. Needs PyTorch with CUDA (NVIDIA, or AMD "
+    "through a ROCm build). Other accelerators (XPU, NPU, MPS) are not recorded by memtui run: record with "
+    "torch.<device>.memory._record_memory_history and _dump_snapshot, then open the file with memtui."
 )
 
 

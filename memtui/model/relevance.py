@@ -56,6 +56,9 @@ _INTERNAL_MARKERS = (
     "CachingAllocator", "empty_generic", "empty_strided_generic", "empty_cuda", "empty_strided_cuda",
     "wrapper_CUDA__empty", "wrapper_CUDA_memory_format_empty", "create_out", "set_output_raw_strided",
     "allocate_or_resize_outputs", "resize_bytes_cuda",
+    # the same under other accelerators' allocators (ROCm builds keep the CUDA names)
+    "empty_xpu", "empty_strided_xpu", "wrapper_XPU__empty", "wrapper_XPU_memory_format_empty", "resize_bytes_xpu",
+    "empty_mps", "empty_strided_mps", "empty_npu", "empty_strided_npu",
     # releasing a tensor's storage under every free
     "reset_not_null_", "~TensorImpl", "decref_pyobject",
 )

@@ -48,7 +48,8 @@ class EvalContext:
         return np.fromiter((predicate(s) for s in self.lower_strings()), bool, len(self.snapshot.strings))
 
     def events_with_stack(self, frame_match: np.ndarray) -> np.ndarray:
-        """Events whose stack has at least one frame where ``frame_match`` is True."""
+        """Events whose stack, or forward traceback (``forward_frames``: a backward
+        allocation's forward line), has at least one frame where ``frame_match`` is True."""
         stacks = self.snapshot.stacks
         if self._stack_of_flat is None:
             self._stack_of_flat = np.repeat(np.arange(len(stacks), dtype=np.int64), np.diff(stacks.offsets))
@@ -56,7 +57,11 @@ class EvalContext:
         # Index len(stacks) stands for "no stack" (id -1) and never matches.
         per_stack = np.append(hits, False)
         sid = self.trace.stack
-        return per_stack[np.where(sid >= 0, sid, len(stacks))]
+        mask = per_stack[np.where(sid >= 0, sid, len(stacks))]
+        fwd = self.trace.fwd
+        if len(fwd) and (fwd >= 0).any():
+            mask |= per_stack[np.where(fwd >= 0, fwd, len(stacks))]
+        return mask
 
 
 def evaluate(node: Node, ctx: EvalContext) -> np.ndarray:

@@ -30,15 +30,28 @@ def torch_module():
 
 
 def cuda_torch():
-    """torch, checked to see at least one CUDA device."""
+    """torch, checked to see at least one CUDA device (a ROCm build's GPUs count: torch.cuda is HIP there)."""
     torch = torch_module()
     if not torch.cuda.is_available():
-        if not getattr(torch.version, "cuda", None):
-            why = f"this PyTorch build ({torch.__version__}) has no CUDA support"
+        if not getattr(torch.version, "cuda", None) and not getattr(torch.version, "hip", None):
+            why = f"this PyTorch build ({torch.__version__}) has no CUDA support (nor ROCm)"
         else:
             why = f"PyTorch {torch.__version__} sees no CUDA device"
-        raise CudaUnavailableError(f"CUDA is not available: {why}; recording CUDA memory needs a CUDA GPU")
+        other = _other_accelerator(torch)
+        hint = (f"; this machine's {other} is not recorded by memtui run: record it with torch.{other}.memory."
+                "_record_memory_history and _dump_snapshot, then open the file with memtui") if other else ""
+        raise CudaUnavailableError(f"CUDA is not available: {why}; memtui run records CUDA (and ROCm) GPUs{hint}")
     return torch
+
+
+def _other_accelerator(torch) -> str | None:
+    """The accelerator torch sees when it is not CUDA (``xpu``, ``npu``, ``mps``...), or None."""
+    try:
+        found = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
+    except Exception:  # an older torch without torch.accelerator, or a backend that fails to answer
+        return None
+    kind = getattr(found, "type", None)
+    return kind if isinstance(kind, str) and kind != "cuda" else None
 
 
 def _parameters(fn) -> set[str]:

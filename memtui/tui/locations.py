@@ -71,10 +71,13 @@ def table_location(frames: FrameTable, fid: int) -> Location:
     """The location of frame ``fid`` of the snapshot's frame table (a C++ frame: its label)."""
     if fid < 0:
         return Location("", "")
-    if frames.native[fid]:
+    if frames.native[fid] and not frames.forward[fid]:
         text = frames.label_text(fid)
         return Location(text, text)
-    return frame_location(frames.filename_of(fid), int(frames.line[fid]), frames.name_of(fid))
+    found = frame_location(frames.filename_of(fid), int(frames.line[fid]), frames.name_of(fid))
+    if frames.forward[fid]:  # a forward traceback's line naming a backward allocation (label_text)
+        return Location(f"{found.short} (backward)", f"{found.full} (backward)", found.keep)
+    return found
 
 
 def site_location(label: str, frames: list[dict] | None) -> Location:

@@ -27,9 +27,12 @@ from memtui.replay import AllocatorState
 # Cell kinds in a segment bar, in increasing priority: a cell shows the strongest thing in it.
 # Pending free outranks allocated: it is the rarer one, and memory about to come back.
 # MATCHED_CELL is a live block whose allocation has events the explorer's filter matches.
-FREE_CELL, ALLOCATED_CELL, PENDING_CELL, MATCHED_CELL, SELECTED_CELL = 0, 1, 2, 3, 4
+# GHOST_CELL is an allocated block the trace never saw (allocated before recording began or
+# its alloc fell off the ring buffer): drawn apart, between allocated and pending free.
+FREE_CELL, ALLOCATED_CELL, PENDING_CELL, MATCHED_CELL, SELECTED_CELL, GHOST_CELL = 0, 1, 2, 3, 4, 5
 KIND_NAMES = {FREE_CELL: "free", PENDING_CELL: "pending free", ALLOCATED_CELL: "allocated",
-              MATCHED_CELL: "filter match", SELECTED_CELL: "selected block"}
+              MATCHED_CELL: "filter match", SELECTED_CELL: "selected block", GHOST_CELL: "ghost"}
+_PRIORITY = (ALLOCATED_CELL, GHOST_CELL, PENDING_CELL, MATCHED_CELL, SELECTED_CELL)  # weakest first
 
 # Fill levels of a cell: FREE_LEVEL (nothing in use) .. FULL_LEVEL (every byte in use).
 FREE_LEVEL, FULL_LEVEL = 0, 6
@@ -41,6 +44,8 @@ FREE_CHAR, FULL_CHAR = LEVEL_CHARS[FREE_LEVEL], LEVEL_CHARS[FULL_LEVEL]
 LEGEND = [
     (FULL_CHAR, ALLOCATED_CELL, "allocated", "in use; neighbouring blocks alternate two shades"),
     (FULL_CHAR, PENDING_CELL, "pending free", "freed by the program, still in use by another stream"),
+    (FULL_CHAR, GHOST_CELL, "ghost", "allocated, but no event of the trace is its allocation (allocated before "
+                                     "recording began, or its alloc fell off the ring buffer)"),
     ("▁▃▅", None, "part free", "some bytes of the cell are free, however few: the lower, the more"),
     (FREE_CHAR, FREE_CELL, "free", "reserved by the allocator, not in use"),
     (FULL_CHAR, MATCHED_CELL, "filter match", "an allocation the filter (\\) matches"),
@@ -72,9 +77,13 @@ class ListRow:
 
 
 class StateLayout:
-    """Blocks per segment of one allocator state, and the figures the map shows."""
+    """Blocks per segment of one allocator state, and the figures the map shows.
 
-    def __init__(self, state: AllocatorState) -> None:
+    ``pool_keys`` (a sortable key per segment: its pool) groups the rows by pool, the default
+    pool first; ``ghost`` (a flag per block) marks blocks the trace never saw.
+    """
+
+    def __init__(self, state: AllocatorState, pool_keys: list | None = None, ghost: np.ndarray | None = None) -> None:
         self.state = state
         seg = state.blk_segment
         self._order = np.argsort(seg, kind="stable")
@@ -84,10 +93,22 @@ class StateLayout:
         self.max_segment = int(state.seg_size.max()) if n_seg else 0
         self._list_rows: list[ListRow] | None = None
         self._free, self._largest, self._runs = state.free_runs_per_segment()
+        self.ghost = ghost
+        # Rows in pool order (stable: by address inside a pool); identity with one pool.
+        if pool_keys is not None and len(set(pool_keys)) > 1:
+            self.row_order = np.array(sorted(range(n_seg), key=lambda s: pool_keys[s]), np.int64)
+        else:
+            self.row_order = np.arange(n_seg, dtype=np.int64)
+        self.row_of = np.empty(n_seg, np.int64)
+        self.row_of[self.row_order] = np.arange(n_seg)
 
     @property
     def n_segments(self) -> int:
         return len(self.state.seg_addr)
+
+    def segment_at_row(self, row: int) -> int:
+        """The segment shown on map row ``row`` (rows are grouped by pool)."""
+        return int(self.row_order[row])
 
     def blocks_of(self, s: int) -> np.ndarray:
         """Block indices inside segment ``s``, by address."""
@@ -146,6 +167,8 @@ class StateLayout:
             return BarCells(kind, level, alt)
         # The strongest kind over each cell a block touches.
         block_kind = np.where(st.blk_state[blocks] == ALLOCATED, ALLOCATED_CELL, PENDING_CELL).astype(np.int8)
+        if self.ghost is not None:
+            block_kind[self.ghost[blocks] & (block_kind == ALLOCATED_CELL)] = GHOST_CELL
         if matched_lives is not None:
             life = st.blk_life[blocks]
             known = life != NONE
@@ -155,7 +178,7 @@ class StateLayout:
         block_kind[blocks == selected_block] = SELECTED_CELL
         first = np.minimum(lo * cells // size, cells - 1)
         last = np.maximum(first + 1, np.minimum(cells, -(-hi * cells // size)))
-        for k in (ALLOCATED_CELL, PENDING_CELL, MATCHED_CELL, SELECTED_CELL):
+        for k in _PRIORITY:
             mine = block_kind == k
             if not mine.any():
                 continue
@@ -193,7 +216,7 @@ class StateLayout:
             return self._list_rows
         st = self.state
         rows: list[ListRow] = []
-        for s in range(self.n_segments):
+        for s in self.row_order.tolist():
             start, size = int(st.seg_addr[s]), int(st.seg_size[s])
             rows.append(ListRow(SEGMENT_ROW, s, NONE, start, size))
             cursor = start

@@ -3,6 +3,9 @@
 Map mode draws one bar per segment, scaled to its size, with blocks by state and every
 free byte visible (see :mod:`memtui.tui.segment_rows`; the legend is the border's
 subtitle); list mode lists every block and free gap with exact addresses and sizes.
+Segments are grouped by memory pool (the default pool first, then CUDA graphs' and
+MemPools', each tagged in the label column: ``g1`` graph pool 1, ``m2`` mempool 2);
+blocks the trace never saw are ghosts; a block an ``annotate`` entry labelled shows it.
 Blocks whose allocation a filter matched are drawn apart (``set_highlight``). The event
 cursor moves the state (time travel); inside the map the keys select segments and
 blocks. At an OOM the map selects the segment with the largest free block in the
@@ -10,8 +13,6 @@ failing request's pool: the hole that was not big enough.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 from rich.segment import Segment
@@ -24,16 +25,17 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from memtui.model import actions as act
+from memtui.model import metadata
 from memtui.model.lifetimes import NONE
 from memtui.replay import AllocatorState
 from memtui.state_figures import SegmentPools, count_blocks, pool_free, request_pool, segment_pools
 from memtui.tui.device_view import DeviceView
-from memtui.tui.messages import Latest
 from memtui.tui.segment_rows import (
     ALLOCATED_CELL,
     BLOCK_ROW,
     FREE_CELL,
     GAP_ROW,
+    GHOST_CELL,
     LEGEND,
     LEVEL_CHARS,
     MATCHED_CELL,
@@ -50,7 +52,7 @@ LABEL_WIDTH = 29  # marker, address (12 hex digits), size ("1000.00 MiB"), tags:
 MIN_BAR = 6  # small segments still show their blocks; the size column has the exact figure
 _CELL_CLASS = {FREE_CELL: "segment-map--free", PENDING_CELL: "segment-map--pending",
                ALLOCATED_CELL: "segment-map--allocated", MATCHED_CELL: "segment-map--matched",
-               SELECTED_CELL: "segment-map--selected"}
+               SELECTED_CELL: "segment-map--selected", GHOST_CELL: "segment-map--ghost"}
 # The second shade, for every other block of a segment (so neighbours stay apart).
 _ALT_CLASS = {PENDING_CELL: "segment-map--pending-alt", ALLOCATED_CELL: "segment-map--allocated-alt"}
 _SHORT_WORDS = {"allocated": "alloc", "pending free": "pending", "part free": "part"}
@@ -71,6 +73,7 @@ class SegmentMap(ScrollView, can_focus=True):
         & > .segment-map--pending-alt { color: $warning-darken-3; }
         & > .segment-map--free { color: $text-muted; }
         & > .segment-map--selected { color: $error; text-style: bold; }
+        & > .segment-map--ghost { color: $secondary; }
         & > .segment-map--matched { color: $primary-lighten-2; text-style: bold; }
         & > .segment-map--cursor { background: $block-cursor-blurred-background; }
         &:focus > .segment-map--cursor { background: $block-cursor-background; }
@@ -79,7 +82,7 @@ class SegmentMap(ScrollView, can_focus=True):
     COMPONENT_CLASSES = {"segment-map--header", "segment-map--muted", "segment-map--allocated",
                          "segment-map--allocated-alt", "segment-map--pending-alt",
                          "segment-map--pending", "segment-map--free", "segment-map--selected",
-                         "segment-map--matched",
+                         "segment-map--matched", "segment-map--ghost",
                          "segment-map--cursor"}
     BINDINGS = [
         Binding("up,k", "move(-1)", "Previous segment", show=False),
@@ -94,23 +97,22 @@ class SegmentMap(ScrollView, can_focus=True):
         Binding("enter", "jump", "Go to alloc"),
     ]
 
-    @dataclass
-    class BlockSelected(Latest):
-        """The user picked a block (``block`` NONE: the whole segment) in the current state; a
-        newer pick queued behind it replaces it (a held arrow key)."""
+    class BlockSelected(Message):
+        """The user picked a block (``block`` NONE: the whole segment) in the current state."""
 
-        state: AllocatorState
-        segment: int
-        block: int
+        def __init__(self, state: AllocatorState, segment: int, block: int) -> None:
+            super().__init__()
+            self.state = state
+            self.segment = segment
+            self.block = block
 
     class ModeChanged(Message):
         """Switched between map and list mode."""
 
-    @dataclass
     class JumpToEvent(Message):
-        """Enter on a block: go to the event that allocated it."""
-
-        event: int
+        def __init__(self, event: int) -> None:
+            super().__init__()
+            self.event = event
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -143,8 +145,15 @@ class SegmentMap(ScrollView, can_focus=True):
         request's pool (and stream).
         """
         self._view = view
-        self._layout = StateLayout(state)
         self._pools = segment_pools(state, view.device, view.snapshot.strings)
+        pools = self._pools
+        keys = [(pools.pool_id(s) is not None and tuple(pools.pool_id(s)) != (0, 0), str(pools.pool_id(s)))
+                for s in range(len(state.seg_addr))]
+        final = state.blk_final
+        ghost = (state.blk_life == NONE) & (final != NONE)
+        if ghost.any():
+            ghost &= view.device.ghost_blocks[np.maximum(final, 0)]
+        self._layout = StateLayout(state, keys, ghost)
         segment, block = NONE, NONE
         if focus_address is not None:
             segment = self._layout.segment_of_address(focus_address)
@@ -222,7 +231,9 @@ class SegmentMap(ScrollView, can_focus=True):
         self._row = 0
 
     def _cursor_line(self) -> int:
-        return self._row if self.list_mode else self._segment
+        if self.list_mode or self._segment == NONE or self._layout is None:
+            return self._row if self.list_mode else self._segment
+        return int(self._layout.row_of[self._segment])
 
     # -- keys --------------------------------------------------------------------
     def action_move(self, delta: int) -> None:
@@ -233,7 +244,8 @@ class SegmentMap(ScrollView, can_focus=True):
             row = self._layout.list_rows()[self._row]
             self._segment, self._block = row.segment, row.block
         else:
-            self._segment = min(max(self._segment + delta, 0), self._rows_count() - 1)
+            row = min(max(self._cursor_line() + delta, 0), self._rows_count() - 1)
+            self._segment = self._layout.segment_at_row(row)
             self._block = NONE
         self._selection_changed()
 
@@ -289,7 +301,7 @@ class SegmentMap(ScrollView, can_focus=True):
         if self.list_mode:
             self.action_move(line - self._row)
             return
-        self._segment, self._block = line, NONE
+        self._segment, self._block = self._layout.segment_at_row(line), NONE
         cells = self._bar_cells(self._segment, self.scrollable_content_region.width)
         cell = event.x - len(self._label(self._segment, True))
         if 0 <= cell < cells:
@@ -331,7 +343,8 @@ class SegmentMap(ScrollView, can_focus=True):
         line = round(self.scroll_y) + y - HEADER_LINES
         if line >= self._rows_count():
             return Strip.blank(width, plain)
-        strip = self._list_line(line, width) if self.list_mode else self._map_line(line, width)
+        strip = self._list_line(line, width) if self.list_mode else self._map_line(
+            self._layout.segment_at_row(line), width)
         if line == self._cursor_line():
             strip = strip.apply_style(self._style("segment-map--cursor"))
         return strip
@@ -349,8 +362,13 @@ class SegmentMap(ScrollView, can_focus=True):
         if self.list_mode:
             text = " rows: a segment, then its blocks and free runs by address"
             return Strip([Segment(text, muted)]).crop_extend(0, width, self.rich_style)
-        items = [(chars, kind, word) for chars, kind, word, _ in LEGEND if kind not in (MATCHED_CELL, SELECTED_CELL)]
+        ghosts = self._layout is not None and self._layout.ghost is not None and bool(self._layout.ghost.any())
+        items = [(chars, kind, word) for chars, kind, word, _ in LEGEND if kind not in (MATCHED_CELL, SELECTED_CELL)
+                 and (kind != GHOST_CELL or ghosts)]
         long = sum(len(chars) + len(word) + 2 for chars, _, word in items) + 1
+        short = sum(len(chars) + len(_SHORT_WORDS.get(word, word)) + 2 for chars, _, word in items) + 1
+        if ghosts and short > width:  # the ghost entry gives way first; the help screen has it
+            items = [item for item in items if item[1] != GHOST_CELL]
         segments = []
         for chars, kind, word in items:
             segments.append(Segment(" ", muted))
@@ -369,21 +387,41 @@ class SegmentMap(ScrollView, can_focus=True):
         counts = count_blocks(st, s)
         parts = [f" {int(st.seg_addr[s]):x}: free {format_bytes(free)}, largest {format_bytes(largest)}{frag}",
                  counts.blocks_text(short=True), *self._segment_tags(s, long=True), f"stream {int(st.seg_stream[s])}"]
+        if self._block != NONE:
+            label = self._block_label(self._block)
+            parts.append(("ghost block" if self._is_ghost(self._block) else "block")
+                         + (f" “{label}”" if label else ""))
         return Strip([Segment(" · ".join(parts), muted)]).crop_extend(0, width, self.rich_style)
 
     def _segment_tags(self, s: int, long: bool = False) -> list[str]:
-        st, dev = self.state, self._view.device
+        st = self.state
+        pools = self._pools
         tags = []
-        if long and self._pools is not None:
-            tags.append(f"{'small' if self._pools.small[s] else 'large'} pool")
+        if long and pools is not None:
+            tags.append(f"{'small' if pools.small[s] else 'large'} pool")
         if bool(st.seg_expandable[s]):
             tags.append("expandable" if long else "e")
-        final = int(st.seg_final[s])
-        if final != NONE and len(dev.segments):
-            pool = dev.segments.pools[int(dev.segments.pool[final])]
-            if tuple(pool) != (0, 0):
-                tags.append(f"private pool {pool}" if long else "p")
+        if pools is not None and pools.private[s]:
+            tags.append(pools.pool_label(s) if long else pools.short_tag(s))
         return tags
+
+    def _is_ghost(self, b: int) -> bool:
+        ghost = self._layout.ghost if self._layout is not None else None
+        return ghost is not None and bool(ghost[b])
+
+    def _block_label(self, b: int) -> str:
+        """The latest label an ``annotate`` entry gave block ``b`` up to the state's event."""
+        dev = self._view.device
+        notes = dev.annotations
+        if not len(notes):
+            return ""
+        st = self.state
+        life, final = int(st.blk_life[b]), int(st.blk_final[b])
+        found = notes.of_life(life, st.index) if life != NONE else notes.of_block(final, st.index) \
+            if final != NONE else []
+        if not len(found):
+            return ""
+        return metadata.display(self._view.snapshot.strings[int(dev.trace.meta[int(found[-1])])])
 
     def _label(self, s: int, is_cursor: bool) -> str:
         st = self.state
@@ -435,9 +473,15 @@ class SegmentMap(ScrollView, can_focus=True):
         life = int(st.blk_life[b])
         name = self._address_n(b, life)
         kind = ALLOCATED_CELL if state_name(code) == "allocated" else PENDING_CELL
+        ghost = self._is_ghost(b)
+        if ghost and kind == ALLOCATED_CELL:
+            kind = GHOST_CELL
         if self._layout.is_matched(b, self._matched_lives):
             kind = MATCHED_CELL
-        text = f"{marker}  {row.address:>12x} {format_bytes(row.size):>10}  {state_name(code):<12} {name}"
+        label = self._block_label(b)
+        what = "ghost" if ghost else state_name(code)
+        text = (f"{marker}  {row.address:>12x} {format_bytes(row.size):>10}  {what:<12} "
+                + (f"“{label}” " if label else "") + name)
         style = self._style(_CELL_CLASS[SELECTED_CELL if b == self._block and row.kind == BLOCK_ROW else kind])
         return Strip([Segment(text, style)]).crop_extend(0, width, self.rich_style)
 
