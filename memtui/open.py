@@ -8,6 +8,7 @@ here from the decoded dicts and trace columns.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 import os
@@ -15,15 +16,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
+import numpy as np
+
 from memtui.load import ProgressFn, read_snapshot
+from memtui.load.fast import FastFallback, Scanned, scan_snapshot
 from memtui.load.normalize import normalize
 from memtui.load.stream import StreamFallback, stream_snapshot
 from memtui.model import Snapshot, build_model
-from memtui.model.frames import StackToken
+from memtui.model.frames import NO_STACK, StackToken
 from memtui.model.snapshot import assemble_model, device_count
-from memtui.model.trace import ModelTables, TraceBuilder
+from memtui.model.trace import ModelTables, TraceBuilder, TraceColumns
 
-__all__ = ["ModelStore", "open_plain", "open_snapshot", "open_streaming"]
+__all__ = ["ModelStore", "open_fast", "open_plain", "open_snapshot", "open_streaming"]
 
 log = logging.getLogger("memtui.load")
 
@@ -55,7 +59,7 @@ def open_snapshot(
             if progress is not None:
                 progress("indexing", 1, 1)
             return found
-    snapshot = open_streaming(path, progress) if streaming else None
+    snapshot = _open_decoded(path, progress) if streaming else None
     if snapshot is None:
         snapshot = open_plain(path, progress)
     if cache is not None:
@@ -74,6 +78,88 @@ def open_plain(path: str | os.PathLike, progress: ProgressFn | None = None) -> S
     if progress is not None:
         progress("indexing", 1, 1)
     return snapshot
+
+
+def _open_decoded(path: str | os.PathLike, progress: ProgressFn | None) -> Snapshot | None:
+    """The fast path, else the streaming decoder; None when the file needs the plain path."""
+    snapshot, why = _fast(path, progress)
+    if snapshot is not None:
+        return snapshot
+    if why is not None and why.refused:  # it names code: the plain path refuses it by name
+        return None
+    return open_streaming(path, progress)
+
+
+def open_fast(path: str | os.PathLike, progress: ProgressFn | None = None) -> Snapshot | None:
+    """The compiled scanner's model (memtui/load/fast), or None when the file (or this
+    installation, built without a C compiler) needs the streaming decoder."""
+    return _fast(path, progress)[0]
+
+
+def _fast(path: str | os.PathLike, progress: ProgressFn | None) -> tuple[Snapshot | None, FastFallback | None]:
+    try:
+        with _gc_paused():
+            scanned = scan_snapshot(path, progress)
+        _give_back_freed_memory()
+        if progress is not None:
+            progress("indexing", 0, 1)
+        snapshot = _model_from_scan(scanned, path)
+    except FastFallback as exc:
+        log.debug("%s: read without the fast path (%s)", os.fspath(path), exc)
+        return None, exc
+    _give_back_freed_memory()
+    if progress is not None:
+        progress("indexing", 1, 1)
+    return snapshot, None
+
+
+# Trace columns the scanner does not read, and the value every row then has (it hands a
+# file with such a field to the streaming decoder).
+_NOT_SCANNED = {"fwd": NO_STACK}
+
+
+def _model_from_scan(scanned: Scanned, path: str | os.PathLike) -> Snapshot:
+    """The model from the scanner's columns and tables, built through the model's own
+    tables so every id is the one the streaming decoder would give."""
+    raw = normalize(scanned.raw, os.path.basename(os.fspath(path)))
+    tables = ModelTables.new()
+    codes = np.asarray([tables.actions.code(name) for name in scanned.actions] or [0], np.int16)
+    # The scanner's stacks, in the order first seen, through the model's interning: its ids
+    # are the model's, or fewer where the model takes two of the scanner's frames for one.
+    frames = [{"filename": f, "line": line, "name": n, **dict(extras)} for f, line, n, extras in scanned.frames]
+    flat, offsets = scanned.stack_flat.tolist(), scanned.stack_offsets.tolist()
+    sids = np.full(len(offsets), NO_STACK, np.int32)  # the last one stands for "no stack" (-1)
+    for s in range(len(offsets) - 1):
+        sids[s] = tables.stacks.intern([frames[f] for f in flat[offsets[s]:offsets[s + 1]]])
+    del frames, flat, offsets
+    columns = []
+    for d in range(device_count(raw)):
+        empty = TraceBuilder(tables, f"device {d} trace").finish()
+        if d >= len(scanned.traces):
+            columns.append(empty)
+            continue
+        trace = scanned.traces[d]
+        scanned.traces[d] = None  # each trace's buffers go as soon as it is a model column
+        c = trace.columns
+        ctx = np.asarray([tables.strings.intern(v) for v in trace.ctx_values] or [0], np.int32)
+        meta = np.asarray([tables.strings.intern(v) for v in trace.meta_values] or [0], np.int32)
+        time_us = c["time_us"].copy()
+        time_us[np.isinf(time_us)] = np.nan  # as TraceBuilder.finish: an infinite time is no time
+        built = {"action": codes[c["action"]], "addr": c["addr"], "size": c["size"], "stream": c["stream"],
+                 "time_us": time_us, "stack": sids[c["stack"]], "ctx": ctx[c["ctx"]], "meta": meta[c["meta"]],
+                 "device_free": c["device_free"]}
+        values = {}
+        for f in dataclasses.fields(TraceColumns):
+            like = getattr(empty, f.name)
+            if f.name in built:
+                values[f.name] = built[f.name].astype(like.dtype, copy=False)
+            elif f.name in _NOT_SCANNED:
+                values[f.name] = np.full(trace.rows, _NOT_SCANNED[f.name], like.dtype)
+            else:
+                raise FastFallback(f"the model has a trace column the scanner does not fill ({f.name})")
+        columns.append(TraceColumns(**values))
+        del trace, c, built, values
+    return assemble_model(raw, columns, tables, os.fspath(path), os.path.getsize(path))
 
 
 def open_streaming(path: str | os.PathLike, progress: ProgressFn | None = None) -> Snapshot | None:

@@ -7,18 +7,29 @@ trace, and one string names one allocation from alloc to free. A trace cut by th
 buffer may start with frees whose alloc is gone: they simply form a life with no start.
 
 All of this is vectorised: events are sorted by (address, index) once and versions come
-from a cumulative count of the ending events inside each address run.
+from a cumulative count of the ending events inside each address run. Where memtui was
+built with its compiled part (``memtui._native``, docs/performance.md), the same arrays
+come from a hash map of addresses and a counting sort instead of a sort of every event:
+ten times faster on ten million events. Tests check that both give the same arrays.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from memtui.model.columns import sort_codes
 
+try:
+    from memtui import _native
+except ImportError:  # built without a C compiler
+    _native = None
+
 NONE = -1
+# The compiled pairing is used when it is there (tests and MEMTUI_NO_NATIVE=1 turn it off).
+use_native = _native is not None and not os.environ.get("MEMTUI_NO_NATIVE")
 
 
 @dataclass
@@ -78,6 +89,31 @@ def compute_lifetimes(
     request_codes: tuple[int, ...],
     end_codes: tuple[int, ...],
 ) -> Lifetimes:
+    if use_native and addr.dtype == np.int64 and len(action) < 2**31 - 1:
+        return _native_lifetimes(action, addr, size, start_codes, request_codes, end_codes)
+    return numpy_lifetimes(action, addr, size, start_codes, request_codes, end_codes)
+
+
+def _native_lifetimes(action: np.ndarray, addr: np.ndarray, size: np.ndarray, start_codes: tuple[int, ...],
+                      request_codes: tuple[int, ...], end_codes: tuple[int, ...]) -> Lifetimes:
+    parts = _native.lifetimes(np.ascontiguousarray(action), np.ascontiguousarray(addr), np.ascontiguousarray(size),
+                              tuple(start_codes), tuple(request_codes), tuple(end_codes))
+    dtypes = (np.int64, np.int32, np.int64, np.int64, np.int64, np.int64, np.int32, np.int32)
+    a, version, start, request, end, life_size, event_version, event_life = (
+        np.frombuffer(part, dtype) for part, dtype in zip(parts, dtypes))
+    return Lifetimes(addr=a, version=version, start=start, request=request, end=end, size=life_size,
+                     event_version=event_version, event_life=event_life)
+
+
+def numpy_lifetimes(
+    action: np.ndarray,
+    addr: np.ndarray,
+    size: np.ndarray,
+    start_codes: tuple[int, ...],
+    request_codes: tuple[int, ...],
+    end_codes: tuple[int, ...],
+) -> Lifetimes:
+    """compute_lifetimes with numpy alone (every column type, addresses past 64 bits too)."""
     n = len(action)
     event_version = np.full(n, NONE, np.int32)
     event_life = np.full(n, NONE, np.int32)

@@ -1,0 +1,179 @@
+"""Fast path: one pass of compiled code over the pickle, the traces straight into columns.
+
+The streaming decoder (memtui/load/stream) still has the C unpickler build a dict per
+trace entry before the entry becomes columns. The scanner of ``memtui._native`` (built
+from src/memtui_native/ where a C compiler exists) reads the opcodes itself: outside the
+device traces it builds the objects like the unpickler does, inside them it writes each
+entry's fields into columns and interns frames and stacks by content. Anything it does
+not recognise (an old layout, a field it does not read, a value that is not plain, an
+opcode that names code) raises :class:`FastFallback`, and the caller reads the file with
+the streaming decoder, which builds the same model or gives the same error.
+
+The file is read in chunks, decompressed as it goes; memory is the columns, the memo
+(four bytes a slot) and the tables, not the file.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from memtui.load.changes import check_unchanged, file_state
+from memtui.load.limits import MAX_COMPRESSED_ITEM, GuardedStream
+from memtui.load.source import ProgressFn, inspect_source, open_unguarded
+
+try:
+    from memtui import _native
+except ImportError:  # built without a C compiler: the streaming decoder does the work
+    _native = None
+
+__all__ = ["FastFallback", "Scanned", "ScannedTrace", "available", "scan_snapshot"]
+
+# Tests and users can turn the fast path off (MEMTUI_NO_NATIVE=1 at run time does too).
+enabled = not os.environ.get("MEMTUI_NO_NATIVE")
+
+CHUNK = 16 << 20
+_WIDTHS = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
+INT_COLUMNS = ("action", "addr", "size", "stream", "stack", "ctx", "meta", "device_free")
+
+
+def available() -> bool:
+    """Whether the compiled scanner is there and turned on."""
+    return _native is not None and enabled
+
+
+class FastFallback(Exception):
+    """The scanner does not handle this file. ``refused``: it names code, which the plain
+    loader refuses by name (so there is no point in trying the streaming decoder)."""
+
+    def __init__(self, reason: str, refused: bool = False) -> None:
+        super().__init__(reason)
+        self.refused = refused
+
+
+@dataclass
+class ScannedTrace:
+    """One device trace: integer columns as narrow as their values allow (``action``, ``ctx``
+    and ``meta`` are local ids, ``stack`` the scanner's stack ids), and the distinct
+    compile contexts and user metadata (str or None) in the order first seen."""
+
+    rows: int
+    columns: dict[str, np.ndarray]
+    ctx_values: list
+    meta_values: list
+
+
+@dataclass
+class Scanned:
+    """What the scanner read: the snapshot dict with empty device traces, the traces, the
+    action names (by local id), the frames by content ``(filename, line, name, extras)``
+    and the stacks as runs of frame ids (``stack_flat[stack_offsets[s]:stack_offsets[s + 1]]``),
+    all numbered in the order first seen."""
+
+    raw: dict
+    traces: list[ScannedTrace]
+    actions: list[str]
+    frames: list[tuple]
+    stack_flat: np.ndarray
+    stack_offsets: np.ndarray
+
+
+def scan_snapshot(path: str | os.PathLike, progress: ProgressFn | None = None) -> Scanned:
+    """Read ``path`` with the compiled scanner. Raises FastFallback when it cannot."""
+    if not available():
+        raise FastFallback("the compiled scanner is not available")
+    info = inspect_source(path)
+    before = file_state(info.path)
+    relay = _ProgressRelay(progress) if progress is not None else None
+    scanner = _native.Scanner()
+    try:
+        total = _feed_all(scanner, info, relay)
+        result = scanner.finish(total)
+    except _native.Unsupported as exc:
+        reason, offset, refused = exc.args
+        raise FastFallback(f"{reason} (at byte {offset:,})", refused) from None
+    except MemoryError:
+        raise FastFallback("not enough memory") from None
+    finally:
+        del scanner
+    check_unchanged(info.path, before, os.path.basename(info.path))
+    return _scanned(result)
+
+
+def _feed_all(scanner, info, relay) -> int:
+    """Feed the decompressed file to ``scanner`` until STOP; the stream's length, as far
+    as the scanner needs to know it."""
+    try:
+        stream = open_unguarded(info, relay)
+        if info.compression is not None:  # inflation is bounded as for the other readers
+            stream = GuardedStream(stream, info)
+    except OSError as exc:
+        raise FastFallback(f"cannot open ({exc})") from None
+    buf = bytearray(CHUNK)
+    filled = 0
+    eof = False
+    with stream:
+        try:
+            while True:
+                if filled == len(buf):  # one object larger than the buffer
+                    if len(buf) > MAX_COMPRESSED_ITEM:
+                        raise FastFallback("an object larger than any snapshot holds")
+                    buf.extend(bytes(len(buf)))
+                with memoryview(buf) as view:
+                    if not eof:
+                        got = stream.readinto(view[filled:])
+                        eof = not got
+                        filled += got or 0
+                    consumed = scanner.feed(view[:filled], eof)
+                if scanner.done:
+                    end = scanner.offset
+                    if scanner.max_frame_end <= end:
+                        return end
+                    # A frame claims bytes past STOP: the unpickler reads them, so they must be there.
+                    rest = filled - consumed
+                    while rest + end < scanner.max_frame_end:
+                        more = stream.read(CHUNK)
+                        if not more:
+                            break
+                        rest += len(more)
+                    return end + rest
+                if eof:
+                    raise FastFallback("the pickle ends before STOP")
+                buf[:filled - consumed] = buf[consumed:filled]
+                filled -= consumed
+        except (FastFallback, _native.Unsupported, MemoryError):
+            raise
+        except Exception as exc:  # corrupt compressed data, a read error: the reference path reports it
+            if relay is not None and relay.error is not None:
+                raise relay.error from None  # the caller's progress callback stopped the load
+            raise FastFallback(f"{type(exc).__name__}: {str(exc)[:200]}") from None
+
+
+def _scanned(result: dict) -> Scanned:
+    traces = []
+    for t in result["traces"]:
+        columns = {name: np.frombuffer(t[name][0], _WIDTHS[t[name][1]]) for name in INT_COLUMNS}
+        columns["time_us"] = np.frombuffer(t["time_us"], np.float64)
+        traces.append(ScannedTrace(t["rows"], columns, t["ctx_values"], t["meta_values"]))
+    raw = dict(result["root"])
+    raw["device_traces"] = [[] for _ in traces]
+    return Scanned(raw=raw, traces=traces, actions=result["actions"], frames=result["frames"],
+                   stack_flat=np.frombuffer(result["stack_flat"], np.int32),
+                   stack_offsets=np.frombuffer(result["stack_offsets"], np.int64))
+
+
+class _ProgressRelay:
+    """Calls the caller's progress callback and remembers what it raised (a cancel)."""
+
+    def __init__(self, progress: ProgressFn) -> None:
+        self._progress = progress
+        self.error: BaseException | None = None
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        try:
+            self._progress(stage, done, total)
+        except BaseException as exc:
+            self.error = exc
+            raise

@@ -1,0 +1,194 @@
+/* The pairing of allocations with their frees (memtui/model/lifetimes.py), without a sort
+ * of every event: addresses get dense ids from a hash map, only the distinct addresses are
+ * sorted, and a stable counting sort puts the events in (address, index) order. The result
+ * is the one compute_lifetimes computes with numpy, array for array (tests compare them).
+ */
+#include "native.h"
+
+#include <stdlib.h>
+
+typedef struct {
+    const char *data;
+    Py_ssize_t n;
+    int width;  /* bytes */
+    int is_signed;
+} IntView;
+
+static int int_view(Py_buffer *b, IntView *v, const char *what)
+{
+    const char *f = b->format ? b->format : "B";
+    if (*f == '<' || *f == '=' || *f == '@') f++;
+    int is_signed = strchr("bhilq", *f) != NULL, is_unsigned = strchr("BHILQ", *f) != NULL;
+    if (b->ndim != 1 || (!is_signed && !is_unsigned) || f[1] != '\0' ||
+        (b->strides && b->strides[0] != b->itemsize)) {
+        PyErr_Format(PyExc_TypeError, "%s: a contiguous 1-D integer array is needed", what);
+        return -1;
+    }
+    v->data = b->buf;
+    v->n = b->shape ? b->shape[0] : b->len / b->itemsize;
+    v->width = (int)b->itemsize;
+    v->is_signed = is_signed;
+    return 0;
+}
+
+static inline int64_t view_get(const IntView *v, Py_ssize_t i)
+{
+    const char *p = v->data + i * v->width;
+    switch (v->width) {
+    case 1: return v->is_signed ? (int64_t) * (const int8_t *)p : (int64_t) * (const uint8_t *)p;
+    case 2: return v->is_signed ? (int64_t) * (const int16_t *)p : (int64_t) * (const uint16_t *)p;
+    case 4: return v->is_signed ? (int64_t) * (const int32_t *)p : (int64_t) * (const uint32_t *)p;
+    default: return *(const int64_t *)p;
+    }
+}
+
+typedef struct {
+    int64_t addr;
+    int32_t id;
+} AddrId;
+
+static int by_addr(const void *a, const void *b)
+{
+    int64_t x = ((const AddrId *)a)->addr, y = ((const AddrId *)b)->addr;
+    return (x > y) - (x < y);
+}
+
+/* Which role an action code plays: 0 none, bit 1 start, bit 2 request, bit 4 end. */
+static int roles_from(PyObject *codes, uint8_t *roles, int bit)
+{
+    PyObject *seq = PySequence_Fast(codes, "codes must be a sequence");
+    if (!seq) return -1;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        long code = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (code == -1 && PyErr_Occurred()) { Py_DECREF(seq); return -1; }
+        if (code >= -32768 && code < 32768) roles[code + 32768] |= (uint8_t)bit;
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+PyObject *native_lifetimes(PyObject *self, PyObject *args)
+{
+    Py_buffer ab = {0}, rb = {0}, sb = {0};
+    PyObject *ao, *ro, *so, *start_codes, *request_codes, *end_codes, *result = NULL;
+    if (!PyArg_ParseTuple(args, "OOOOOO", &ao, &ro, &so, &start_codes, &request_codes, &end_codes)) return NULL;
+    int flags = PyBUF_FORMAT | PyBUF_C_CONTIGUOUS;
+    if (PyObject_GetBuffer(ao, &ab, flags) < 0) return NULL;
+    if (PyObject_GetBuffer(ro, &rb, flags) < 0) { PyBuffer_Release(&ab); return NULL; }
+    if (PyObject_GetBuffer(so, &sb, flags) < 0) { PyBuffer_Release(&ab); PyBuffer_Release(&rb); return NULL; }
+    IntView action, addr, size;
+    uint8_t *roles = NULL;
+    int32_t *ids = NULL, *counts = NULL, *rank = NULL, *order = NULL, *event_version = NULL, *event_life = NULL;
+    int32_t *version = NULL;
+    int64_t *life_addr = NULL, *start = NULL, *request = NULL, *end = NULL, *life_size = NULL;
+    AddrId *distinct = NULL;
+    Map64 map = {0};
+    if (int_view(&ab, &action, "action") || int_view(&rb, &addr, "addr") || int_view(&sb, &size, "size")) goto done;
+    if (addr.width != 8 || !addr.is_signed || addr.n != action.n || size.n != action.n) {
+        PyErr_SetString(PyExc_TypeError, "int64 addresses, and columns of one length, are needed");
+        goto done;
+    }
+    Py_ssize_t n = action.n;
+    if (n >= INT32_MAX) { PyErr_SetString(PyExc_OverflowError, "too many events"); goto done; }
+    roles = calloc(65536, 1);
+    if (!roles) { PyErr_NoMemory(); goto done; }
+    if (roles_from(start_codes, roles, 1) || roles_from(request_codes, roles, 2) || roles_from(end_codes, roles, 4))
+        goto done;
+
+    event_version = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    event_life = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    ids = malloc((size_t)(n ? n : 1) * sizeof(int32_t));  /* address id per event, -1 when not a life event */
+    if (!event_version || !event_life || !ids) { PyErr_NoMemory(); goto done; }
+    Py_ssize_t m = 0, u = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        event_version[i] = event_life[i] = -1;
+        int64_t code = view_get(&action, i);
+        if (code < -32768 || code >= 32768 || !roles[code + 32768]) { ids[i] = -1; continue; }
+        uint64_t key = (uint64_t)view_get(&addr, i);
+        int32_t id = map64_get(&map, key, -1);
+        if (id < 0) {
+            id = (int32_t)u++;
+            if (map64_put(&map, key, id) < 0) goto done;
+        }
+        ids[i] = id;
+        m++;
+    }
+    /* distinct addresses in order, then a stable counting sort of the events by that order */
+    distinct = malloc((size_t)(u ? u : 1) * sizeof(AddrId));
+    rank = malloc((size_t)(u ? u : 1) * sizeof(int32_t));
+    counts = calloc((size_t)u + 1, sizeof(int32_t));
+    order = malloc((size_t)(m ? m : 1) * sizeof(int32_t));
+    if (!distinct || !rank || !counts || !order) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t j = 0; j < map.cap; j++) {
+        if (map.values[j] == INT32_MIN) continue;
+        distinct[map.values[j]] = (AddrId){(int64_t)map.keys[j], map.values[j]};
+    }
+    map64_free(&map);
+    qsort(distinct, (size_t)u, sizeof(AddrId), by_addr);
+    for (Py_ssize_t r = 0; r < u; r++) rank[distinct[r].id] = (int32_t)r;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (ids[i] >= 0) counts[rank[ids[i]] + 1]++;
+    for (Py_ssize_t r = 0; r < u; r++) counts[r + 1] += counts[r];
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (ids[i] >= 0) order[counts[rank[ids[i]]]++] = (int32_t)i;
+    free(ids); ids = NULL;
+    free(counts); counts = NULL;
+
+    /* walk the events of each address: a life is a run of one version */
+    Py_ssize_t cap = m ? m : 1;
+    life_addr = malloc((size_t)cap * sizeof(int64_t));
+    version = malloc((size_t)cap * sizeof(int32_t));
+    start = malloc((size_t)cap * sizeof(int64_t));
+    request = malloc((size_t)cap * sizeof(int64_t));
+    end = malloc((size_t)cap * sizeof(int64_t));
+    life_size = malloc((size_t)cap * sizeof(int64_t));
+    if (!life_addr || !version || !start || !request || !end || !life_size) { PyErr_NoMemory(); goto done; }
+    Py_ssize_t lives = 0;
+    int64_t prev_addr = 0;
+    int32_t ends = 0, prev_version = -1;
+    for (Py_ssize_t k = 0; k < m; k++) {
+        int32_t i = order[k];
+        int64_t a = view_get(&addr, i);
+        uint8_t role = roles[view_get(&action, i) + 32768];
+        if (k == 0 || a != prev_addr) ends = 0;
+        int32_t v = ends;  /* ends before this event at this address */
+        if (k == 0 || a != prev_addr || v != prev_version) {
+            int32_t l = (int32_t)lives++;
+            life_addr[l] = a;
+            version[l] = v;
+            start[l] = request[l] = end[l] = -1;
+            life_size[l] = view_get(&size, i);  /* the first event's, unless there is a start */
+        }
+        int32_t l = (int32_t)(lives - 1);
+        if ((role & 1) && start[l] < 0) { start[l] = i; life_size[l] = view_get(&size, i); }
+        if ((role & 2) && request[l] < 0) request[l] = i;
+        if ((role & 4) && end[l] < 0) end[l] = i;
+        if (role & 4) ends++;
+        event_version[i] = v;
+        event_life[i] = l;
+        prev_addr = a;
+        prev_version = v;
+    }
+    Py_ssize_t L = lives;
+    PyObject *parts[8] = {
+        buffer_from_memory(life_addr, L * 8), buffer_from_memory(version, L * 4),
+        buffer_from_memory(start, L * 8), buffer_from_memory(request, L * 8), buffer_from_memory(end, L * 8),
+        buffer_from_memory(life_size, L * 8), buffer_from_memory(event_version, n * 4),
+        buffer_from_memory(event_life, n * 4),
+    };
+    life_addr = start = request = end = life_size = NULL;
+    version = event_version = event_life = NULL;
+    int ok = 1;
+    for (int j = 0; j < 8; j++) ok = ok && parts[j];
+    if (ok) result = PyTuple_Pack(8, parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], parts[6], parts[7]);
+    for (int j = 0; j < 8; j++) Py_XDECREF(parts[j]);
+done:
+    PyBuffer_Release(&ab);
+    PyBuffer_Release(&rb);
+    PyBuffer_Release(&sb);
+    map64_free(&map);
+    free(roles); free(ids); free(counts); free(rank); free(order); free(distinct);
+    free(event_version); free(event_life); free(version);
+    free(life_addr); free(start); free(request); free(end); free(life_size);
+    return result;
+}

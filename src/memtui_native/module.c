@@ -1,0 +1,89 @@
+/* memtui._native: module setup, the Unsupported exception, and Buffer, a block of memory
+ * made here that numpy takes without a copy (np.frombuffer). */
+#include "native.h"
+
+#include <stdlib.h>
+
+PyObject *Unsupported = NULL;
+
+typedef struct {
+    PyObject_HEAD
+    void *data;
+    Py_ssize_t nbytes;
+} Buffer;
+
+static int Buffer_getbuffer(Buffer *self, Py_buffer *view, int flags)
+{
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->data, self->nbytes, 0, flags);
+}
+
+static void Buffer_dealloc(Buffer *self)
+{
+    free(self->data);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyBufferProcs Buffer_as_buffer = {(getbufferproc)Buffer_getbuffer, NULL};
+
+PyTypeObject BufferType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "memtui._native.Buffer",
+    .tp_basicsize = sizeof(Buffer),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Memory filled by the scanner, for np.frombuffer.",
+    .tp_dealloc = (destructor)Buffer_dealloc,
+    .tp_as_buffer = &Buffer_as_buffer,
+};
+
+PyObject *buffer_from_memory(void *data, Py_ssize_t nbytes)
+{
+    /* give back what a growing array reserved beyond its end */
+    void *exact = realloc(data, (size_t)(nbytes > 0 ? nbytes : 1));
+    if (exact) data = exact;
+    Buffer *b = PyObject_New(Buffer, &BufferType);
+    if (!b) { free(data); return NULL; }
+    b->data = data;
+    b->nbytes = nbytes;
+    return (PyObject *)b;
+}
+
+PyObject *intcol_to_buffer(IntCol *c)
+{
+    if (!c->data && intcol_grow(c, 0) < 0) return NULL;  /* an empty column still needs memory */
+    PyObject *b = buffer_from_memory(c->data, c->n * c->width);
+    c->data = NULL;
+    c->n = c->cap = 0;
+    return b;
+}
+
+static PyMethodDef module_methods[] = {
+    {"lifetimes", native_lifetimes, METH_VARARGS,
+     "lifetimes(action, addr, size, start_codes, request_codes, end_codes) -> the arrays of "
+     "memtui.model.lifetimes.compute_lifetimes, as buffers"},
+    {NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "memtui._native",
+    "The optional compiled half of memtui: the snapshot scanner and the lifetime pairing.", -1, module_methods,
+};
+
+PyMODINIT_FUNC PyInit__native(void)
+{
+    if (PyType_Ready(&BufferType) < 0 || PyType_Ready(&ScannerType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    Unsupported = PyErr_NewExceptionWithDoc(
+        "memtui._native.Unsupported",
+        "The scanner does not handle this file; args: (reason, stream offset, refused). "
+        "refused is true for an opcode that names or calls code.",
+        NULL, NULL);
+    if (!Unsupported || PyModule_AddObject(m, "Unsupported", Unsupported) < 0 ||
+        PyModule_AddObject(m, "Scanner", Py_NewRef((PyObject *)&ScannerType)) < 0 ||
+        PyModule_AddObject(m, "Buffer", Py_NewRef((PyObject *)&BufferType)) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(Unsupported);
+    return m;
+}

@@ -1,0 +1,7 @@
+/* memtui._native as one translation unit, so the compiler can inline across the parts:
+ * the scanner's inner loop calls from entry.c into scan.c and tables.c for every value. */
+#include "tables.c"
+#include "scan.c"
+#include "entry.c"
+#include "lifetimes.c"
+#include "module.c"

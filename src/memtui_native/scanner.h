@@ -1,0 +1,229 @@
+/* The scanner's state, shared by scan.c (the opcode loop outside trace entries) and
+ * entry.c (trace entries, frame lists and frame dicts, parsed straight into columns). */
+#ifndef MEMTUI_SCANNER_H
+#define MEMTUI_SCANNER_H
+
+#include "native.h"
+
+/* ---- opcodes (pickletools names) ------------------------------------------------------ */
+#define OP_MARK '('
+#define OP_STOP '.'
+#define OP_POP '0'
+#define OP_POP_MARK '1'
+#define OP_DUP '2'
+#define OP_BININT 'J'
+#define OP_BININT1 'K'
+#define OP_BININT2 'M'
+#define OP_NONE 'N'
+#define OP_BINUNICODE 'X'
+#define OP_SHORT_BINBYTES 'C'
+#define OP_BINBYTES 'B'
+#define OP_APPEND 'a'
+#define OP_APPENDS 'e'
+#define OP_BINFLOAT 'G'
+#define OP_BINGET 'h'
+#define OP_LONG_BINGET 'j'
+#define OP_LIST 'l'
+#define OP_EMPTY_LIST ']'
+#define OP_BINPUT 'q'
+#define OP_LONG_BINPUT 'r'
+#define OP_SETITEM 's'
+#define OP_TUPLE 't'
+#define OP_EMPTY_TUPLE ')'
+#define OP_SETITEMS 'u'
+#define OP_DICT 'd'
+#define OP_EMPTY_DICT '}'
+#define OP_PROTO 0x80
+#define OP_TUPLE1 0x85
+#define OP_TUPLE2 0x86
+#define OP_TUPLE3 0x87
+#define OP_NEWTRUE 0x88
+#define OP_NEWFALSE 0x89
+#define OP_LONG1 0x8a
+#define OP_LONG4 0x8b
+#define OP_SHORT_BINUNICODE 0x8c
+#define OP_BINUNICODE8 0x8d
+#define OP_BINBYTES8 0x8e
+#define OP_MEMOIZE 0x94
+#define OP_FRAME 0x95
+#define OP_BYTEARRAY8 0x96
+
+/* ---- memo slots: 3 bits of kind, 29 bits of value ------------------------------------ */
+enum {
+    SK_OBJ = 1,     /* value: index into objs (a Python object built outside the traces) */
+    SK_STR = 2,     /* value: string id */
+    SK_FRAME = 3,   /* value: frame record */
+    SK_STACK = 4,   /* value: stack id + 1 (0: an empty frame list) */
+    SK_ENTRY = 5,   /* a trace entry: never built, so never to be referred to */
+    SK_OPAQUE = 6,  /* a trace list, the list of traces, a container still being read */
+};
+#define SLOT(kind, value) (((uint32_t)(kind) << 29) | (uint32_t)(value))
+#define SLOT_KIND(slot) ((slot) >> 29)
+#define SLOT_VALUE(slot) ((slot) & 0x1FFFFFFFu)
+#define SLOT_VALUE_MAX 0x1FFFFFFF
+#define MEMO_CHUNK_BITS 20
+#define MEMO_CHUNK (1 << MEMO_CHUNK_BITS)
+
+/* ---- stack items ------------------------------------------------------------------------ */
+enum { I_MARK = 1, I_OBJ, I_TRACE, I_ENTRY };
+
+typedef struct {
+    uint8_t kind;
+    int32_t trace;  /* I_TRACE, I_ENTRY */
+    int64_t row;    /* I_ENTRY */
+    PyObject *obj;  /* I_OBJ (owned) */
+} Item;
+
+/* ---- one device trace ------------------------------------------------------------------- */
+typedef struct {
+    IntCol action, addr, size, stream, stack, ctx, meta, device_free;
+    Vec time;          /* double */
+    int64_t appended;  /* rows the file has put in the list so far (APPENDS) */
+    Map64 ctx_ids, meta_ids;  /* string id + 1 (0: None) -> local id */
+    int32_t last_ctx, last_ctx_local, last_meta, last_meta_local;  /* the last lookup of each */
+    Vec ctx_vals, meta_vals;  /* local id -> string id (-1: None) */
+    PyObject *placeholder;    /* stands for the trace in the list of traces */
+} Trace;
+
+/* ---- one entry while it is read ------------------------------------------------------- */
+typedef struct {
+    uint32_t seen;  /* bit per K_* key */
+    int32_t action, ctx, meta, stack;  /* string ids (ctx/meta: -1 for None), stack id */
+    int64_t addr, size, stream, device_free;
+    double time;
+} Row;
+
+typedef struct {
+    const uint8_t *p, *end;
+    int final;
+} Cur;
+
+typedef struct {
+    PyObject_HEAD
+    uint32_t **memo;          /* chunks of MEMO_CHUNK slots */
+    Py_ssize_t memo_chunks;
+    int64_t memo_len;
+    Vec objs;                 /* PyObject* (owned), referred to by SK_OBJ slots */
+    Vec obj_conv;             /* int32 per object: its string/frame/stack id once converted */
+    Vec stack;                /* Item */
+    StrTable strings;
+    FrameTables ft;
+    Vec frecs;                /* FrameRec */
+    Vec rec_extras;           /* int32 (key, value) string id pairs of frame records */
+    Vec fids;                 /* int32 scratch: the frames of the list being read */
+    Vec actions;              /* int32 string id per local action id */
+    Vec traces;               /* Trace* */
+    Map64 frozen;             /* objects the traces refer to: changing one is refused */
+    PyObject *dtlist;         /* the list of device traces (borrowed: it lives on the stack or in root) */
+    PyObject *root;           /* the unpickled object, once STOP is read */
+    const uint8_t *base;      /* start of the buffer being fed */
+    int64_t offset;           /* stream offset of base */
+    int64_t max_frame_end;    /* every FRAME's end, which the stream must reach */
+    int32_t empty_str;        /* id of "" */
+    struct {                  /* short strings seen lately (torch writes 'N/A' afresh each entry) */
+        uint8_t length;
+        char bytes[15];
+        int32_t strid;
+    } short_strings[512];
+    int done;
+    const char *reason;       /* why the file is not handled */
+    int refused;              /* the reason is an opcode that runs code: the plain path names it */
+    int64_t reason_at;
+} Scanner;
+
+#define CONV_UNKNOWN INT32_MIN
+
+/* failure with a reason (the caller falls back to the Python decoder) */
+static inline uint16_t le16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline uint32_t le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static inline uint64_t le64(const uint8_t *p) { return (uint64_t)le32(p) | ((uint64_t)le32(p + 4) << 32); }
+
+int scan_fail(Scanner *s, const uint8_t *at, const char *reason);
+#define NEED(c, n) ((c)->end - (c)->p >= (Py_ssize_t)(n))
+#define SHORT(s, c) ((c)->final ? scan_fail((s), (c)->p, "the pickle ends inside an object") : ST_MORE)
+
+int memo_set(Scanner *s, const uint8_t *at, int64_t index, uint32_t slot);
+int opt_memo(Scanner *s, Cur *c, uint32_t slot, int64_t *index);
+int read_get_index(Scanner *s, Cur *c, int64_t *index);
+int push_item(Scanner *s, Item item);
+
+int obj_to_strid(Scanner *s, const uint8_t *at, Py_ssize_t obj_index, int32_t *strid);
+int obj_to_fid(Scanner *s, const uint8_t *at, PyObject *obj, int32_t *fid);
+int obj_to_sid(Scanner *s, const uint8_t *at, Py_ssize_t obj_index, int32_t *sid);
+int freeze(Scanner *s, PyObject *obj);
+int is_frozen(Scanner *s, PyObject *obj);
+
+/* The next opcode (not consumed), FRAME headers skipped: the C unpickler takes FRAME as an
+ * opcode like any other that only asks for its bytes to exist, wherever it comes. */
+static inline int next_op(Scanner *s, Cur *c, uint8_t *op)
+{
+    for (;;) {
+        if (c->p >= c->end) return SHORT(s, c);
+        if (*c->p != OP_FRAME) { *op = *c->p; return ST_OK; }
+        if (!NEED(c, 9)) return SHORT(s, c);
+        uint64_t length = le64(c->p + 1);
+        if (length > ((uint64_t)1 << 62)) return scan_fail(s, c->p, "a frame longer than any file");
+        int64_t end = s->offset + (c->p - s->base) + 9 + (int64_t)length;
+        if (end > s->max_frame_end) s->max_frame_end = end;
+        c->p += 9;
+    }
+}
+
+static inline int memo_get(Scanner *s, const uint8_t *at, int64_t index, uint32_t *slot)
+{
+    if (index < 0 || index >= s->memo_len) return scan_fail(s, at, "a reference to a memo slot never filled");
+    *slot = s->memo[index >> MEMO_CHUNK_BITS][index & (MEMO_CHUNK - 1)];
+    return ST_OK;
+}
+
+int parse_entry(Scanner *s, Cur *c, int32_t trace);
+PyObject *long_from_bytes(const uint8_t *p, Py_ssize_t n);
+PyObject *frame_object(Scanner *s, int32_t frec);
+PyObject *stack_object(Scanner *s, int32_t sid);
+
+/* A LONG1/LONG4 payload (little-endian two's complement) as int64; 0 when it does not fit.
+ * ``avail`` is how many bytes may be read from p (at least n): with 8 of them, one load. */
+static inline int long_fits_at(const uint8_t *p, Py_ssize_t n, Py_ssize_t avail, int64_t *value)
+{
+    if (n == 0) { *value = 0; return 1; }
+    if (n <= 8 && avail >= 8) {
+        uint64_t u;
+        memcpy(&u, p, 8);  /* little-endian hosts: the bytes as they are */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        int shift = 64 - 8 * (int)n;
+        *value = shift ? (int64_t)(u << shift) >> shift : (int64_t)u;
+        return 1;
+#endif
+    }
+    uint8_t sign = (p[n - 1] & 0x80) ? 0xFF : 0x00;
+    for (Py_ssize_t i = 8; i < n; i++)
+        if (p[i] != sign) return 0;
+    if (n > 8 && ((p[7] & 0x80) ? 0xFF : 0x00) != sign) return 0;
+    uint64_t u = sign ? ~(uint64_t)0 : 0;
+    Py_ssize_t m = n < 8 ? n : 8;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        u &= ~((uint64_t)0xFF << (8 * i));
+        u |= (uint64_t)p[i] << (8 * i);
+    }
+    *value = (int64_t)u;
+    return 1;
+}
+
+static inline int long_fits(const uint8_t *p, Py_ssize_t n, int64_t *value) { return long_fits_at(p, n, n, value); }
+
+/* Add the next memo slot; the common case inline. */
+static inline int memo_append(Scanner *s, const uint8_t *at, uint32_t slot)
+{
+    int64_t index = s->memo_len;
+    if ((index & (MEMO_CHUNK - 1)) && index < ((int64_t)1 << 32)) {
+        s->memo[index >> MEMO_CHUNK_BITS][index & (MEMO_CHUNK - 1)] = slot;
+        s->memo_len++;
+        return ST_OK;
+    }
+    return memo_set(s, at, index, slot);
+}
+
+#endif
