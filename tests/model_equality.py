@@ -27,6 +27,8 @@ def assert_same_model(got: Snapshot, want: Snapshot) -> None:
             _same_dataclass(getattr(g, part), getattr(w, part), f"device {g.device} {part}")
         _same_array(g.block_version, w.block_version, "block_version")
         _same_array(g.block_life, w.block_life, "block_life")
+        _same_array(g.site_stack, w.site_stack, "site_stack")
+        _same_array(g.block_site_stack, w.block_site_stack, "block_site_stack")
     assert got.allocator_settings == want.allocator_settings
     assert got.annotations == want.annotations
     assert got.header == want.header

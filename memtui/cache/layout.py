@@ -65,6 +65,9 @@ def take_apart(snapshot: Snapshot) -> tuple[dict[str, np.ndarray], dict]:
         add(f"device.{dev.device}.block_life", dev.block_life)
         source = {"time_origin_us": dev.source_time_origin_us, "partial_trace": dev.partial_trace,
                   "rows": dev.source_index is not None}
+        for name in ("forward_site", "block_forward_site"):
+            if getattr(dev, name) is not None:
+                add(f"device.{dev.device}.{name}", getattr(dev, name))
         if dev.source_index is not None:
             add(f"device.{dev.device}.source_index", dev.source_index)
             add(f"device.{dev.device}.source_version", dev.source_version)
@@ -132,6 +135,8 @@ def put_together(arrays: dict[str, np.ndarray], meta: dict, source_path: str) ->
             dev.source_index = arrays[f"device.{d}.source_index"]
             dev.source_version = arrays[f"device.{d}.source_version"]
         dev.source_time_origin_us = float(source["time_origin_us"])
+        dev.forward_site = arrays.get(f"device.{d}.forward_site")
+        dev.block_forward_site = arrays.get(f"device.{d}.block_forward_site")
         dev.partial_trace = bool(source["partial_trace"])
         devices.append(dev)
     return Snapshot(
