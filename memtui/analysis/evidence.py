@@ -65,8 +65,7 @@ _MARKERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 _CONTAINERS = ("odict_dealloc", "dict_dealloc", "list_dealloc", "tupledealloc", "tuple_dealloc", "frame_clear",
                "subtype_dealloc")
 # Frames of the interpreter: with one of these and no marker above, reference counting freed it.
-_INTERPRETER = ("_PyEval_EvalFrameDefault", "_Py_Dealloc", "subtype_dealloc", "dict_dealloc", "odict_dealloc",
-                "list_dealloc", "tupledealloc", "THPVariable_dealloc", "PyEval_", "_PyObject_", "Py_DecRef")
+_INTERPRETER = ("THPVariable_dealloc", "_Py_Dealloc", "Py_DecRef", "_PyObject_", "PyEval_", "_PyEval_EvalFrameDefault")
 
 CONFIDENCES = ("high", "medium", "low")
 
