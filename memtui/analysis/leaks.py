@@ -235,7 +235,9 @@ def _teeth(series: np.ndarray) -> np.ndarray:
     out = np.zeros(series.shape[0], np.int64)
     if series.shape[1] < 2:
         return out
-    candidates = np.nonzero(series.max(axis=1) > 0)[0]
+    # Only rows that ever fell to half of a high before them can have a tooth.
+    high = np.maximum.accumulate(series, axis=1)[:, :-1]
+    candidates = np.nonzero(((series[:, 1:] * 2 <= high) & (high > 0)).any(axis=1))[0]
     for r in candidates:
         count, high = 0, 0
         for v in series[r].tolist():
