@@ -14,6 +14,8 @@ failing request's pool: the hole that was not big enough.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from rich.segment import Segment
 from rich.style import Style
@@ -30,6 +32,7 @@ from memtui.model.lifetimes import NONE
 from memtui.replay import AllocatorState
 from memtui.state_figures import SegmentPools, count_blocks, pool_free, request_pool, segment_pools
 from memtui.tui.device_view import DeviceView
+from memtui.tui.messages import Latest
 from memtui.tui.segment_rows import (
     ALLOCATED_CELL,
     BLOCK_ROW,
@@ -97,22 +100,23 @@ class SegmentMap(ScrollView, can_focus=True):
         Binding("enter", "jump", "Go to alloc"),
     ]
 
-    class BlockSelected(Message):
-        """The user picked a block (``block`` NONE: the whole segment) in the current state."""
+    @dataclass
+    class BlockSelected(Latest):
+        """The user picked a block (``block`` NONE: the whole segment) in the current state; a
+        newer pick queued behind it replaces it (a held arrow key)."""
 
-        def __init__(self, state: AllocatorState, segment: int, block: int) -> None:
-            super().__init__()
-            self.state = state
-            self.segment = segment
-            self.block = block
+        state: AllocatorState
+        segment: int
+        block: int
 
     class ModeChanged(Message):
         """Switched between map and list mode."""
 
+    @dataclass
     class JumpToEvent(Message):
-        def __init__(self, event: int) -> None:
-            super().__init__()
-            self.event = event
+        """Enter on a block: go to the event that allocated it."""
+
+        event: int
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
