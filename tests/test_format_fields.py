@@ -329,6 +329,34 @@ def test_private_pools_are_named_and_filtered(tmp_path, capsys):
         s["segment_pool_id"] for s in raw("private_pools")["segments"])
 
 
+def test_entry_pool_ids_name_each_events_pool(tmp_path, capsys):
+    """Newer torch records each entry's pool_id: the event's pool without asking the segments."""
+    snapshot = load("pool_ids")
+    dev = snapshot.devices[0]
+    assert sorted(dev.trace.pools) == [(0, 0), (0, 1), (1, 0)] and (dev.trace.pool >= 0).all()
+    names = [r["pool"] for r in json.loads(cli(["events", path("pool_ids"), "--json", "--limit", "0"], capsys))]
+    assert names.count("graph pool 1") == 18 and names.count("mempool 1") == 5
+    segments_only = load("private_pools")
+    for text in ("pool:graph", "pool:mempool1", "pool:default", "pool:private"):
+        assert list(compile_filter(text).indices(snapshot, 0)) == list(compile_filter(text).indices(segments_only, 0))
+    # An entry's own pool_id wins over its address (a segment reused by another pool since).
+    snap = raw("pool_ids")
+    i = next(k for k, e in enumerate(snap["device_traces"][0]) if e["pool_id"] == (1, 0))
+    snap["device_traces"][0][i]["pool_id"] = (0, 7)
+    from memtui.load.normalize import normalize
+    from memtui.model import build_model
+
+    moved = build_model(normalize(snap, "x"))
+    assert i in compile_filter("pool:mempool7").indices(moved, 0) and i not in compile_filter("pool:graph").indices(
+        moved, 0)
+    back, out = reopened(snapshot, tmp_path)
+    assert [back.devices[0].event_pool(r) for r in range(len(dev.trace))] == [
+        dev.event_pool(r) for r in range(len(dev.trace))]
+    written, _ = converted(out, tmp_path)
+    assert [e["pool_id"] for e in written["device_traces"][0]] == [e["pool_id"] for e in raw("pool_ids")[
+        "device_traces"][0]]
+
+
 def test_a_mempool_snapshot_is_a_segment_list(capsys):
     """``MemPool.snapshot()`` returns the pool's segments alone: opened as a snapshot with no trace."""
     snapshot = load("private_pools.mempool")
@@ -386,7 +414,7 @@ def test_protocol_5_reads_alike_on_both_decoders():
 
 
 @pytest.mark.parametrize("name", ["protocol5", "annotate", "metadata_dicts", "fx_module", "ring_overflowed",
-                                  "private_pools", "private_pools.mempool"])
+                                  "private_pools", "private_pools.mempool", "pool_ids"])
 def test_convert_writes_what_memory_viz_reads(name, tmp_path):
     written, data = converted(path(name), tmp_path)
     assert data[:2] == b"\x80\x04" and readable_by_memory_viz(data)

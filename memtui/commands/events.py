@@ -14,6 +14,7 @@ from memtui.commands._common import (
 )
 from memtui.errors import UsageError
 from memtui.model import Snapshot, metadata
+from memtui.model.segments import pool_name
 from memtui.units import format_bytes, format_seconds
 
 NAME = "events"
@@ -52,6 +53,7 @@ def event_row(snapshot: Snapshot, device: int, i: int, t0: float) -> dict:
         "user_metadata": metadata.fields(strings.raw(meta)) if meta in strings.dict_ids else strings.raw(meta),
         "metadata": metadata.fields(strings.raw(meta)),
         "forward_top_frame": snapshot.stacks.top_frame_text(fwd) if fwd >= 0 else None,
+        "pool": pool_name(pool) if (pool := dev.event_pool(i)) is not None else None,
     }
 
 

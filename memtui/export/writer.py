@@ -181,6 +181,7 @@ def device_object(snapshot: Snapshot, d: int, n_events: int, tables: ExportTable
         "device": d,
         "events": n_events,
         "source_events": len(dev.trace),
+        "trace_pools": [packable(pool) for pool in dev.trace.pools],
         "segments": {
             "address": ints(segs.address),
             "total_size": ints(segs.total_size),
@@ -225,6 +226,7 @@ def events_object(snapshot: Snapshot, d: int, rows: np.ndarray, tables: ExportTa
         "device_free": ints(trace.device_free[rows]),
         "version": version.tolist(),
         "fwd": tables.stack_ids(trace.fwd[rows]),
+        "pool": trace.pool[rows].tolist(),
     }
 
 

@@ -74,6 +74,7 @@ class _Builder:
         self.strings: list[object] = []
         self.stacks: list[list[dict]] = []
         self._forward: dict[int, list[str]] = {}
+        self._pools: dict[int, list[tuple]] = {}  # per device: the pool_id tuples its events index
         self.traces: list[list[dict]] = []
         self.segments: list[dict] = []
         self.snapshot: dict = {}
@@ -152,6 +153,7 @@ class _Builder:
     def _device(self, obj: dict) -> None:
         device = int(obj["device"])
         self._trace(device)
+        self._pools[device] = [tuple(p) for p in obj.get("trace_pools") or []]
         segs = obj["segments"]
         built = []
         for i in range(len(segs["address"])):
@@ -199,9 +201,11 @@ class _Builder:
         columns = [obj[k] for k in ("action", "addr", "size", "stream", "time_us", "stack", "ctx", "meta",
                                     "device_free")]
         columns.append(obj.get("fwd") or [-1] * len(columns[0]))
+        columns.append(obj.get("pool") or [-1] * len(columns[0]))
+        pools = self._pools.get(device, [])
         for k in (1, 2, 3, 8):
             columns[k] = _ints(columns[k])
-        for action, addr, size, stream, t, sid, ctx, meta, device_free, fwd in zip(*columns):
+        for action, addr, size, stream, t, sid, ctx, meta, device_free, fwd, pool in zip(*columns):
             name = actions[action]
             entry = {"action": name, "addr": addr, "size": size, "stream": stream, "time_us": t,
                      "compile_context": strings[ctx], "user_metadata": strings[meta]}
@@ -213,6 +217,8 @@ class _Builder:
                 entry["device_free"] = device_free
             if fwd >= 0:
                 entry["forward_frames"] = self._forward_frames(fwd)
+            if pool >= 0:
+                entry["pool_id"] = pools[pool]
             trace.append(entry)
 
 

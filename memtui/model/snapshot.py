@@ -108,6 +108,21 @@ class DeviceModel:
         return link_annotations(trace.action, trace.addr, self.lives, self.blocks, self.block_version,
                                 self.block_life)
 
+    def event_pool(self, i: int) -> tuple | None:
+        """The memory pool of event ``i``: the ``pool_id`` newer torch records on each entry,
+        else that of the snapshot's segment holding its address, else None."""
+        k = int(self.trace.pool[i])
+        if k >= 0:
+            return tuple(self.trace.pools[k])
+        segs = self.segments
+        if not len(segs) or int(self.trace.action[i]) in (act.SNAPSHOT, act.OOM):
+            return None
+        addr = int(self.trace.addr[i])
+        pos = int(np.searchsorted(segs.address, addr, "right")) - 1
+        if pos >= 0 and addr < int(segs.address[pos]) + int(segs.total_size[pos]):
+            return tuple(segs.pools[int(segs.pool[pos])])
+        return None
+
     @cached_property
     def ghost_blocks(self) -> np.ndarray:
         """Per block of the snapshot: live, yet no event of the trace is its allocation's

@@ -49,6 +49,8 @@ class TraceColumns:
     meta: np.ndarray  # int32 string id of user_metadata (a dict as its compact JSON)
     device_free: np.ndarray  # int64, -1 except on oom entries
     fwd: np.ndarray  # int32 stack id of forward_frames (the forward traceback of a backward op), -1 when none
+    pool: np.ndarray  # int16 index into ``pools`` of the entry's pool_id (newer torch), -1 when none
+    pools: list  # the distinct pool_id tuples the entries name, in order of first appearance
 
     def __len__(self) -> int:
         return len(self.action)
@@ -207,6 +209,8 @@ class TraceBuilder:
         self._ints = {name: _Column(np.int64) for _, _, name, _ in _INT_FIELDS}
         self._device_free = _Column(np.int64)
         self._fwd = _Column(np.int32)
+        self._pool = _Column(np.int16)
+        self._pool_ids: dict[tuple, int] = {}
         self._time = _Column(np.float64)
         self._ctx_strings = _LocalStrings()
         self._meta_strings = _LocalStrings()
@@ -247,7 +251,28 @@ class TraceBuilder:
             self._fwd._append(self._forward_of(entries))
         else:
             self._fwd._append(np.full(len(entries), -1, np.int32))
+        if any(map(dict.__contains__, entries, repeat("pool_id"))):
+            self._pool._append(np.asarray([self._pool_of(e.get("pool_id")) for e in entries], np.int16))
+        else:
+            self._pool._append(np.full(len(entries), -1, np.int16))
         self.count += len(entries)
+
+    def _pool_of(self, value: object) -> int:
+        """Index of an entry's ``pool_id`` (a pair of ints, as segments' segment_pool_id)."""
+        if value is None:
+            return -1
+        if isinstance(value, list):
+            value = tuple(value)
+        if not (isinstance(value, tuple) and all(type(v) is int for v in value)):
+            if self.strict:
+                raise UnplainValue("pool_id is not a tuple of ints")
+            return -1
+        found = self._pool_ids.get(value)
+        if found is None:
+            if len(self._pool_ids) >= 32767:
+                return -1  # more pools than any process makes: a broken file
+            found = self._pool_ids[value] = len(self._pool_ids)
+        return found
 
     def _forward_of(self, entries: list) -> np.ndarray:
         intern = self.tables.stacks.intern_forward
@@ -316,6 +341,8 @@ class TraceBuilder:
             meta=meta_ids[self._meta.concatenate()],
             device_free=device_free,
             fwd=self._fwd.concatenate(),
+            pool=self._pool.concatenate(),
+            pools=list(self._pool_ids),
         )
 
     @staticmethod

@@ -217,13 +217,20 @@ def pool_matches(pool: tuple, value: PoolValue) -> bool:
 
 
 def term_pool(ctx: EvalContext, term: Term) -> np.ndarray:
-    """Events whose address lies in a snapshot-time segment of a matching pool."""
+    """Events of a matching pool: the ``pool_id`` an entry carries (newer torch), else the
+    pool of the snapshot-time segment its address lies in."""
     segs = ctx.dev.segments
     wanted = [i for i, pool in enumerate(segs.pools) if pool_matches(pool, term.value)]
     chosen = np.nonzero(np.isin(segs.pool, wanted))[0]
     starts = [int(segs.address[i]) for i in chosen]
     ends = [int(segs.address[i]) + int(segs.total_size[i]) for i in chosen]
-    return _in_ranges(ctx.trace.addr, starts, ends)
+    mask = _in_ranges(ctx.trace.addr, starts, ends)
+    trace = ctx.trace
+    if trace.pools:
+        own = np.array([pool_matches(pool, term.value) for pool in trace.pools] + [False], bool)
+        has = trace.pool >= 0
+        mask = np.where(has, own[np.where(has, trace.pool, -1)], mask)
+    return mask
 
 
 def _in_ranges(column: np.ndarray, starts: list[int], ends: list[int]) -> np.ndarray:

@@ -14,6 +14,7 @@ from memtui.model import actions as act
 from memtui.model import metadata
 from memtui.model.lifetimes import NONE
 from memtui.model.relevance import FORWARD_TEXT, FX_NODE_NAME, FX_NODE_OP, FX_NODE_TARGET, FX_ORIGINAL_TRACE
+from memtui.model.segments import DEFAULT_POOL, pool_name
 from memtui.model.stackless import stackless_context
 from memtui.model.strings import terminal_safe
 from memtui.replay import AllocatorState
@@ -52,6 +53,9 @@ def event_lines(view: DeviceView, i: int, state: AllocatorState, opts: InspectOp
     if address_n:
         lines.append(_kv("address_n", address_n, "value"))
     lines.append(_kv("stream", str(int(trace.stream[i]))))
+    pool = dev.event_pool(i)
+    if pool is not None and (tuple(pool) != DEFAULT_POOL or int(trace.pool[i]) >= 0):
+        lines.append(_kv("pool", pool_name(pool)))
     t = view.relative_seconds(i)
     if math.isfinite(t):
         lines.append(_kv("time", format_seconds(t) + " after the first event"))
