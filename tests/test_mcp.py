@@ -214,7 +214,8 @@ def test_allocation_stack_in_every_form(client, capsys):
 def test_explain_oom_is_oom_json(client, capsys):
     result = client.call("explain_oom", {"path": OOM})
     data = data_of(result)
-    assert data["ooms"] == cli_json(["oom", OOM], capsys)["ooms"] and data["total"] == 1
+    cli = cli_json(["oom", OOM], capsys)
+    assert data["ooms"] == cli["ooms"] and data["device"] == cli["device"] and data["total"] == 1
     assert "verdict: process_cap" in result.content[0].text  # the batch doubled under a 2 GiB cap
 
 

@@ -135,7 +135,7 @@ def build_server(store: SnapshotStore) -> MCPServer:
 
     @tool
     async def explain_oom(path: Path, ctx: Context, device: Annotated[int | None, Field(
-                              description="only this device's OOMs (default: all)")] = None,
+                              description="only this device's OOMs (default: the one memtui oom picks)")] = None,
                           device_memory: Annotated[int | str | None, Field(description=(
                               "the GPU's total memory, as bytes or '80GiB'; estimated from common GPUs when not"
                               " given"))] = None,

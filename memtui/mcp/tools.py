@@ -162,10 +162,10 @@ def explain_oom(store: SnapshotStore, path: str, device: int | None = None, devi
                 depth: int = 1, top: int = 10, limit: int = 5, progress: Progress = None) -> Answer:
     limit, depth, total_memory = valid_limit(limit), valid_depth(depth), valid_size(device_memory)
     snapshot = store.open(path, progress)
-    if device is not None:
-        snapshot.device_or_default(device)
+    device = snapshot.device_or_default(device)  # the device `memtui oom` looks at
     found = diagnose_ooms(snapshot, device, total_memory, depth, min(max(top, 0), MAX_LIMIT))
-    data = {"ooms": [d.to_json() for d in found[:limit]], "total": len(found), "truncated": len(found) > limit}
+    data = {"device": device, "ooms": [d.to_json() for d in found[:limit]], "total": len(found),
+            "truncated": len(found) > limit}
     if not found:
         return Answer(f"{snapshot.name}: no OOM in this snapshot", data)
     d = found[0]
