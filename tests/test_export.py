@@ -23,13 +23,11 @@ from memtui.query import compile_filter
 from tests.conftest import SHARED, sample_files, shared_files
 from tests.fixtures.synthetic import synthetic_snapshot
 
-# The million-event file takes ~20 s to round-trip; the default run leaves it out.
-SLOW = os.environ.get("MEMTUI_SLOW_TESTS") == "1"
-
 
 def round_trip_files() -> list:
-    files = [p for p in sample_files() + shared_files() if SLOW or not p.name.startswith("big_trace")]
-    return [pytest.param(p, id=p.name) for p in files]
+    # The million-event file takes ~20 s to round-trip: a slow case (pytest -m slow).
+    return [pytest.param(p, id=p.name, marks=[pytest.mark.slow] if p.name.startswith("big_trace") else [])
+            for p in sample_files() + shared_files()]
 
 
 @pytest.fixture(scope="module")

@@ -23,8 +23,6 @@ from memtui.open import open_snapshot
 from tests.conftest import ROOT
 from tests.tui.tiny_snapshot import write_tiny_snapshot
 
-SLOW = os.environ.get("MEMTUI_SLOW_TESTS") == "1"
-
 STALLED_EXPORT = """
 import sys, time
 from contextlib import contextmanager
@@ -155,7 +153,7 @@ def test_a_temporary_file_of_a_live_process_is_left_alone(tmp_path):
         sleeper.wait()
 
 
-@pytest.mark.skipif(not SLOW, reason="set MEMTUI_SLOW_TESTS=1: exports the million-event file")
+@pytest.mark.slow  # exports the million-event file
 def test_kill_during_a_real_export_of_a_big_file(tmp_path, big_trace):
     out_dir = tmp_path / "out"
     out_dir.mkdir()
