@@ -36,7 +36,7 @@ def largest_live_blocks(snapshot: Snapshot, n: int, device: int | None = None) -
     rows.sort(key=lambda r: -r[0])
     out = []
     for size, dev, b in rows[: max(n, 0)]:
-        sid = int(dev.blocks.stack[b])
+        sid = int(dev.block_site_stack[b])  # a block allocated in backward: its forward line (relevance.py)
         fid = int(snapshot.stacks.label[sid]) if sid >= 0 else -1
         out.append({
             "device": dev.device,
@@ -47,6 +47,7 @@ def largest_live_blocks(snapshot: Snapshot, n: int, device: int | None = None) -
             "state": dev.blocks.state_names[int(dev.blocks.state[b])],
             "frame": snapshot.stacks.frame_dict(fid) if fid >= 0 else None,
             "top_frame": snapshot.stacks.frames.label_text(fid) if fid >= 0 else "",
+            "ghost": bool(dev.ghost_blocks[b]),
         })
     return out
 
@@ -64,5 +65,5 @@ def run(args) -> int:
     for row in rows:
         state = STATE_TEXT.get(row["state"], row["state"])
         print(f"{format_bytes(row['size']):>12}  {row['address_n']:<18} {row['device']:>3}  {state:<12} "
-              f"{row['top_frame'] or '(no stack)'}")
+              f"{row['top_frame'] or ('(ghost block: allocated before the trace)' if row['ghost'] else '(no stack)')}")
     return 0
