@@ -113,9 +113,10 @@ def _fast(path: str | os.PathLike, progress: ProgressFn | None) -> tuple[Snapsho
     return snapshot, None
 
 
-# Trace columns the scanner does not read, and the value every row then has (it hands a
-# file with such a field to the streaming decoder).
-_NOT_SCANNED = {"fwd": NO_STACK}
+# Trace columns from entry keys the scanner does not read (it hands a file with such a key
+# to the streaming decoder), and what they hold when no entry has the key: the value of
+# every row, or for a field that is not a column, a function making it.
+_NOT_SCANNED = {"fwd": NO_STACK, "pool": -1, "pools": list}
 
 
 def _model_from_scan(scanned: Scanned, path: str | os.PathLike) -> Snapshot:
@@ -153,6 +154,8 @@ def _model_from_scan(scanned: Scanned, path: str | os.PathLike) -> Snapshot:
             like = getattr(empty, f.name)
             if f.name in built:
                 values[f.name] = built[f.name].astype(like.dtype, copy=False)
+            elif f.name in _NOT_SCANNED and callable(_NOT_SCANNED[f.name]):
+                values[f.name] = _NOT_SCANNED[f.name]()
             elif f.name in _NOT_SCANNED:
                 values[f.name] = np.full(trace.rows, _NOT_SCANNED[f.name], like.dtype)
             else:
