@@ -2,8 +2,9 @@
 
 The pickle is what ``torch.cuda.memory._dump_snapshot`` writes: protocol 4, plain dicts,
 lists, tuples, strings and numbers, so ``python -m torch.cuda._memory_viz`` and the
-pytorch.org/memory_viz page read it. memtui's own keys (``memtui_header``) are left out:
-the output is a snapshot, not an export.
+pytorch.org/memory_viz page read it (frame lines torch writes as 2**64 - 1, which
+memory_viz's unpickler cannot read, are written as -1: :func:`memory_viz_frame_lines`).
+memtui's own keys (``memtui_header``) are left out: the output is a snapshot, not an export.
 
 JSON is written the way ``json.dump`` writes the snapshot dict, which memtui (and
 memory_viz) read back. It is measured as it is written with the loader's own limits
@@ -44,6 +45,7 @@ def convert_file(source: str, target: str, force: bool = False, progress: Progre
     refuse_filtered_export(raw, source)
     snapshot = torch_layout(raw)
     if kind == "pickle":
+        memory_viz_frame_lines(snapshot)
         write_pickle(snapshot, target, force)
     else:
         write_json(snapshot, target, force)
@@ -68,6 +70,49 @@ def refuse_filtered_export(raw: dict, source: str) -> None:
 def torch_layout(snapshot: dict) -> dict:
     """The snapshot without memtui's own top-level keys."""
     return {k: v for k, v in snapshot.items() if not (isinstance(k, str) and k.startswith("memtui_"))}
+
+
+_UINT64 = 1 << 64
+_INT64_END = 1 << 63
+
+
+def memory_viz_frame_lines(snapshot: dict) -> int:
+    """Frames' ``line`` as memory_viz's unpickler can read it; returns how many changed.
+
+    Torch writes a frame without a line number (code FX generated, seen in 2.11) as
+    2**64 - 1, the unsigned form of -1. Pickled that is a 9-byte integer, which the
+    JavaScript unpickler refuses ("Unsupported number bigger than 8 bytes"), so memory_viz
+    cannot open such a file at all. Written as -1, the same 64 bits, it opens. Frame lists
+    and frame dicts are shared objects: each is looked at once.
+    """
+    seen_lists: set[int] = set()
+    seen_frames: set[int] = set()
+    changed = 0
+
+    def fix(frames: object) -> None:
+        nonlocal changed
+        if type(frames) is not list or id(frames) in seen_lists:
+            return
+        seen_lists.add(id(frames))
+        for frame in frames:
+            if type(frame) is dict and id(frame) not in seen_frames:
+                seen_frames.add(id(frame))
+                line = frame.get("line")
+                if type(line) is int and _INT64_END <= line < _UINT64:
+                    frame["line"] = line - _UINT64
+                    changed += 1
+
+    for trace in snapshot.get("device_traces") or []:
+        for entry in trace if isinstance(trace, list) else []:
+            if type(entry) is dict:
+                fix(entry.get("frames"))
+    for seg in snapshot.get("segments") or []:
+        if isinstance(seg, dict):
+            fix(seg.get("frames"))
+            for block in seg.get("blocks") or []:
+                if isinstance(block, dict):
+                    fix(block.get("frames"))
+    return changed
 
 
 def write_pickle(snapshot: dict, target: str, force: bool = False) -> None:
