@@ -225,6 +225,8 @@ def test_structured_metadata_reads_as_key_value_and_filters_by_key(name, tmp_pat
     i = int(evals[0])
     row = json.loads(cli(["events", path(name), "--start", str(i), "--limit", "1", "--json"], capsys))[0]
     assert row["metadata"] == {"phase": "eval", "step": 1}
+    assert allocation_json(snapshot, row["address_n"])["events"]["alloc"]["user_metadata"] == "phase=eval step=1"
+    assert "[phase=eval step=1]" in cli(["stack", path(name), row["address_n"]], capsys)
     assert row["user_metadata"] == ({"phase": "eval", "step": 1} if name == "metadata_dicts"
                                     else '{"phase":"eval","step":1}')
     back, out = reopened(snapshot, tmp_path)
@@ -259,6 +261,9 @@ def test_skip_actions_traces_pair_and_replay_and_are_not_corrupt(name, tmp_path,
     rows = json.loads(cli(["events", path(name), "--json", "--limit", "0"], capsys))
     names = [r["address_n"] for r in rows if r["action"] == "alloc"]
     assert len(names) == len(set(names))
+    freed = next(r for r in rows if r["action"] == "alloc" and dev.lives.end[dev.lives.event_life[r["index"]]] != NONE)
+    ends = set(allocation_json(snapshot, freed["address_n"])["events"]) - {"alloc"}
+    assert ends == ({"free_requested"} if name == "skip_free_completed" else {"free_completed"})
     back, out = reopened(snapshot, tmp_path)
     assert [back.devices[0].event_address_n(r) for r in range(len(back.devices[0].trace))] == [
         dev.event_address_n(r) for r in range(len(dev.trace))]

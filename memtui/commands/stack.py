@@ -56,6 +56,9 @@ def describe_match(snapshot: Snapshot, match: Match, all_frames: bool) -> dict:
                     events[label]["no_stack"] = context.note
                 if int(dev.trace.fwd[i]) >= 0:
                     events[label]["forward_stack"] = _frames(snapshot, int(dev.trace.fwd[i]), True)
+                meta = int(dev.trace.meta[i])
+                if snapshot.strings[meta]:
+                    events[label]["user_metadata"] = metadata.display(snapshot.strings[meta])
         size = int(lives.size[match.life])
     else:
         size = int(dev.blocks.size[match.block])
@@ -154,7 +157,8 @@ def run(args) -> int:
     elif not info["alloc_in_trace"]:
         print("(allocated before the trace starts: its alloc fell off the ring buffer or predates recording)")
     for label, event in info["events"].items():
-        print(f"\n{label} at event {event['index']:,}:")
+        meta = f"  [{event['user_metadata']}]" if event.get("user_metadata") else ""
+        print(f"\n{label} at event {event['index']:,}:{meta}")
         _print_stack(event["stack"], event.get("no_stack", ""))
         if "forward_stack" in event:
             print("  forward stack (the op's forward pass):")

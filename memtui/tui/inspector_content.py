@@ -151,7 +151,10 @@ def _life_lines(view: DeviceView, i: int) -> list[Line]:
         steps = []
         for label, column in zip(names, (lives.start, lives.request, lives.end)):
             if label and int(column[life]) != NONE:
-                steps.append(f"{label} {int(column[life]):,}")
+                j = int(column[life])
+                if int(dev.trace.action[j]) == act.FREE_REQUESTED:
+                    label = "free requested"  # the end of a trace recorded without free_completed
+                steps.append(f"{label} {j:,}")
         if int(lives.start[life]) == NONE:
             steps.insert(0, "allocated before the trace")
         if int(lives.end[life]) == NONE:

@@ -151,3 +151,29 @@ async def test_an_overflowed_ring_buffer_is_said_in_the_summary_and_the_first_ro
         await settle(app, pilot)
         assert "ring buffer overflowed" in log_row_text(screen, 0)
         assert "ring buffer overflowed" not in log_row_text(screen, 1)
+
+
+async def test_a_trace_without_free_completed_ends_lives_at_free_requested():
+    snapshot = loaded(str(path("skip_free_completed")))
+    dev = snapshot.devices[0]
+    i = first(snapshot, act.FREE_REQUESTED, lambda dev, i: True)
+    app = make_app(path("skip_free_completed"))
+    async with app.run_test(size=(140, 40)) as pilot:
+        screen = await ready(app, pilot)
+        screen.go_to(i)
+        await settle(app, pilot)
+        text = screen.inspector.text
+        life = int(dev.lives.event_life[i])
+        assert f"free requested {i:,}" in text and "free completed" not in text
+        assert f"alloc {int(dev.lives.start[life]):,}" in text
+
+
+async def test_an_entrys_own_pool_id_is_shown():
+    snapshot = loaded(str(path("pool_ids")))
+    i = first(snapshot, act.ALLOC, lambda dev, i: dev.trace.pools[int(dev.trace.pool[i])] == (0, 1))
+    app = make_app(path("pool_ids"))
+    async with app.run_test(size=(140, 40)) as pilot:
+        screen = await ready(app, pilot)
+        screen.go_to(i)
+        await settle(app, pilot)
+        assert "mempool 1" in screen.inspector.text
