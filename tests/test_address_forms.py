@@ -107,7 +107,7 @@ def test_stack_output_of_an_address_n_is_the_same_in_every_spelling(tiny, capsys
     _, want_json, _ = stack(capsys, tiny, "7f3a00400000_1", "--json")
     code, got, err = stack(capsys, tiny, text)
     assert code == 0, err
-    assert got == want and got.startswith("7f3a00400000_1  1.00 MiB  device 0\n")
+    assert got == want and got.startswith("7f3a00400000_1  1.00 MiB  device 0  default pool\n")
     assert stack(capsys, tiny, text, "--json")[1] == want_json
 
 
