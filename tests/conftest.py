@@ -94,3 +94,36 @@ def pytest_terminal_summary(terminalreporter):
     if CASES_RUN:
         parts = ", ".join(f"{name} {count:,}" for name, count in sorted(CASES_RUN.items()))
         terminalreporter.write_line(f"fuzz cases run: {sum(CASES_RUN.values()):,} ({parts})")
+
+
+# Names a test's own code uses to reach ../shared/snapshots (directly or through a helper).
+_SHARED_NAMES = ("SHARED", "shared(", "shared_files(", "shared_params(", "OOM_REAL", "OOM_TRAINING", "big_trace",
+                 "shared_dir")
+
+
+def _uses_shared(item) -> bool:
+    """Whether a test reads the real snapshots next to the checkout: a parameter under
+    SHARED, a fixture that provides them, or its own source naming them."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and any(isinstance(v, Path) and SHARED in v.parents for v in callspec.params.values()):
+        return True
+    if {"big_trace", "shared_dir"} & set(getattr(item, "fixturenames", ())):
+        return True
+    try:
+        import inspect
+
+        source = inspect.getsource(item.function)
+    except (OSError, TypeError, AttributeError):
+        return False
+    return any(name in source for name in _SHARED_NAMES)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test that reads ../shared/snapshots carries the `shared` marker, so that
+    `-m "not shared"` leaves all of them out; without the folder they skip, saying why."""
+    missing = not SHARED.is_dir()
+    for item in items:
+        if item.get_closest_marker("shared") is None and _uses_shared(item):
+            item.add_marker(pytest.mark.shared)
+        if missing and item.get_closest_marker("shared") is not None:
+            item.add_marker(pytest.mark.skip(reason=f"no real snapshots at {SHARED}"))
