@@ -102,22 +102,5 @@ def peak_histogram(result: dict, bins: int = HISTOGRAM_BINS) -> list[dict]:
             for b in range(n)]
 
 
-def rank_ranges(ranks: list[int], limit: int = 12) -> str:
-    """``0-3, 7, 9-12``; past ``limit`` pieces, ``... (N ranks)``."""
-    pieces: list[str] = []
-    ordered = sorted(ranks)
-    start = prev = None
-    for r in ordered + [None]:
-        if r is not None and prev is not None and r == prev + 1:
-            prev = r
-            continue
-        if start is not None:
-            pieces.append(str(start) if start == prev else f"{start}-{prev}")
-        start = prev = r
-    if len(pieces) > limit:
-        return ", ".join(pieces[:limit]) + f", ... ({len(ordered)} ranks)"
-    return ", ".join(pieces)
-
-
 def bytes_range(low: int, high: int) -> str:
     return format_bytes(low) if low == high else f"{format_bytes(low)}-{format_bytes(high)}"

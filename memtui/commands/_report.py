@@ -1,4 +1,4 @@
-"""Text layout shared by the analysis commands: options and call-site tables."""
+"""Options shared by the analysis commands (their reports are memtui.report's)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ import argparse
 
 from memtui.commands._common import DEFAULT_DEVICE
 from memtui.errors import UsageError
-from memtui.units import format_bytes, parse_size
+from memtui.report.format import signed_bytes as signed_bytes  # memtui.mcp takes it from here
+from memtui.report.sections import Report
+from memtui.report.text import text_lines
+from memtui.units import parse_size
 
 
 def add_depth_option(parser: argparse.ArgumentParser) -> None:
@@ -31,10 +34,5 @@ def check_depth(depth: int) -> int:
     return depth
 
 
-def signed_bytes(n: int) -> str:
-    return ("+" if n > 0 else "") + format_bytes(n)
-
-
-def site_lines(rows: list[dict], indent: str = "  ", bytes_key: str = "bytes", count_key: str = "count") -> list[str]:
-    """``  1.00 GiB      3  file:line function`` for each row."""
-    return [f"{indent}{format_bytes(r[bytes_key]):>11} {r[count_key]:>6}  {r['site']}" for r in rows]
+def print_report(report: Report) -> None:
+    print("\n".join(text_lines(report)))

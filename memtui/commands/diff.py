@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from memtui.analysis.diff import MemoryDiff, MemoryView, diff_views, view_at_end, view_at_event
+from memtui.analysis.diff import MemoryView, diff_views, view_at_end, view_at_event
 from memtui.commands._common import add_json_flag, device_or_error, load, print_json
-from memtui.commands._report import add_depth_option, check_depth, signed_bytes
+from memtui.commands._report import add_depth_option, check_depth, print_report
 from memtui.errors import UsageError
 from memtui.model import Snapshot
-from memtui.units import format_bytes
+from memtui.report.diff import diff_report
 
 NAME = "diff"
 HELP = ("Compare live memory by call site and segments by pool between two snapshots (or two devices, or two "
@@ -45,7 +45,7 @@ def run(args) -> int:
     if args.json:
         print_json(result.to_json())
     else:
-        print("\n".join(render(result, max(args.top, 0), args.all)))
+        print_report(diff_report(result, max(args.top, 0), args.all))
     return 0
 
 
@@ -61,38 +61,3 @@ def side(snapshot: Snapshot, device: int | None, at: int | None, depth: int) -> 
     if not 0 <= at < n:
         raise UsageError(f"{snapshot.name} device {dev.device}: no event {at} (the trace has {n:,} events)")
     return view_at_event(snapshot, dev, at, depth)
-
-
-def render(d: MemoryDiff, top: int = 30, show_all: bool = False) -> list[str]:
-    f = format_bytes
-    lines = [f"A: {d.a.name}", f"B: {d.b.name}", "",
-             f"reserved   {f(d.a.reserved):>11} -> {f(d.b.reserved):>11}"
-             f"  ({signed_bytes(d.b.reserved - d.a.reserved)})",
-             f"allocated  {f(d.a.allocated):>11} -> {f(d.b.allocated):>11}"
-             f"  ({signed_bytes(d.b.allocated - d.a.allocated)})", ""]
-    for p in d.pools:
-        lines.append(f"{p.pool:<22} segments {p.a.segments:>5} -> {p.b.segments:<5} reserved {f(p.a.reserved):>11} ->"
-                     f" {f(p.b.reserved):<11} allocated {f(p.a.allocated):>11} -> {f(p.b.allocated)}")
-    changed = [s for s in d.sites if show_all or s.status != "same"]
-    lines.append("")
-    if not changed:
-        lines.append("no call site changed")
-        return lines
-    lines.append(f"{'change':>12} {'A':>11} {'B':>11} {'count':>11}  status   call site")
-    # The largest growth and the largest shrink are both worth seeing: keep both ends.
-    head, tail = changed, []
-    if len(changed) > top:
-        head, tail = changed[: top - top // 2], changed[len(changed) - top // 2:]
-    for s in head:
-        lines.append(_site_line(s))
-    if tail or len(head) < len(changed):
-        lines.append(f"{'...':>12}  ({len(changed) - len(head) - len(tail)} more; --top or --json for all)")
-    for s in tail:
-        lines.append(_site_line(s))
-    return lines
-
-
-def _site_line(s) -> str:
-    f = format_bytes
-    return (f"{signed_bytes(s.delta_bytes):>12} {f(s.bytes_a):>11} {f(s.bytes_b):>11}"
-            f" {s.count_a:>5}->{s.count_b:<5}  {s.status:<7}  {s.site}")

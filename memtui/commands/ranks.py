@@ -10,17 +10,15 @@ from memtui.analysis.rank_overview import group_outliers, peak_histogram
 from memtui.analysis.ranks import compare_ranks
 from memtui.cache.summaries import default_summary_cache
 from memtui.commands._common import add_json_flag, print_json
-from memtui.commands._ranks_overview import group_lines, histogram_lines, shortened
-from memtui.commands._report import add_depth_option, check_depth, signed_bytes
+from memtui.commands._report import add_depth_option, check_depth, print_report
 from memtui.errors import UsageError
 from memtui.fleet.rank_files import default_workers, find_rank_files, summarize_files
 from memtui.fleet.runners import local_runner
-from memtui.units import format_bytes
+from memtui.report.ranks import FULL_TABLE_RANKS, ranks_report
 
 NAME = "ranks"
 HELP = ("Compare one snapshot per rank (files or a directory): peak allocated, reserved, OOMs, events, and the "
         "call sites where a rank differs from the median rank; flags the outlier rank.")
-SITES_SHOWN = 15
 SCHEDULER_ENV = "MEMTUI_DASK_SCHEDULER"
 
 
@@ -68,7 +66,9 @@ def run(args) -> int:
     if args.json:
         print_json(result)
     else:
-        print("\n".join(render_overview(result, result["outlier_groups"], result["histogram"], args.at)))
+        # The table (with many ranks: the outliers and the median rank), the histogram, the groups.
+        print_report(ranks_report(result, args.at, result["outlier_groups"], result["histogram"],
+                                  limit=FULL_TABLE_RANKS))
     if sys.stderr.isatty() and cache is not None and cache.hits:
         print(f"memtui: {cache.hits:,} of {len(files):,} summaries from the cache in {cache.folder}", file=sys.stderr)
     if not result["ranks"]:
@@ -92,26 +92,6 @@ def open_runner(cluster: str | None, workers: int | None, files: int):
     return local_runner(max(1, min(workers or default_workers(), files)))
 
 
-def render_overview(result: dict, groups: list[dict], histogram: list[dict], moment: str = "peak",
-                    with_table: bool = True) -> list[str]:
-    """The table (with many ranks: the outliers and the median rank), the histogram, the groups;
-    without the table where the ranks are listed elsewhere (the explorer's ranks screen)."""
-    shown, rows_left_out, outliers_left_out = shortened(result)
-    lines = render(shown, moment)
-    if outliers_left_out:
-        last = max(i for i, line in enumerate(lines) if line.startswith("outlier: "))
-        lines.insert(last + 1, f"... and {outliers_left_out:,} more outlier ranks (grouped below)")
-    if not with_table:
-        lines = [line for line in lines[len(shown["ranks"]) + 1:] if line.strip()]
-    elif rows_left_out:
-        lines.insert(len(shown["ranks"]) + 1, f"  ... {rows_left_out:,} more ranks not listed (--json lists all, "
-                                                "--tui browses them)")
-    for block in (histogram_lines(histogram, len(result["ranks"])), group_lines(groups)):
-        if block:
-            lines += [""] + block
-    return lines
-
-
 class ProgressLine:
     """``ranks: 12/64 files (1 failed)`` on stderr, redrawn at most ten times a second."""
 
@@ -132,33 +112,3 @@ class ProgressLine:
     def clear(self) -> None:
         sys.stderr.write("\r\x1b[2K")
         sys.stderr.flush()
-
-
-def render(result: dict, moment: str = "peak") -> list[str]:
-    f = format_bytes
-    lines = [f"{'rank':>5} {'peak alloc':>11} {'peak resv':>11} {'reserved':>11} {'OOMs':>5} {'events':>10}  file"]
-    for r in result["ranks"]:
-        mark = "  <- outlier" if r["outlier"] else ""
-        lines.append(f"{r['rank']:>5} {f(r['peak_allocated']):>11} {f(r['peak_reserved']):>11} {f(r['reserved']):>11}"
-                     f" {r['ooms']:>5} {r['events']:>10,}  {r['file']}{mark}")
-    for failure in result["failed"]:
-        lines.append(f"failed: {failure['error']}")
-    if not result["ranks"]:
-        return lines
-    lines.append("")
-    lines.append(f"reference: rank {result['reference_rank']}, the median peak allocated"
-                 f" ({f(result['median_peak_allocated'])})")
-    if not result["outliers"]:
-        lines.append("no outlier rank")
-    for o in result["outliers"]:
-        lines.append(f"outlier: rank {o['rank']}: " + "; ".join(o["reasons"]))
-    divergent = result["divergent_sites"]
-    if divergent:
-        lines.append("")
-        lines.append(f"call sites that differ from the median rank (at each rank's {moment}):")
-        for d in divergent[:SITES_SHOWN]:
-            lines.append(f"  rank {d['rank']:>4} {signed_bytes(d['delta']):>12} ({f(d['bytes'])} vs {f(d['typical'])})"
-                         f"  {d['site']}")
-        if len(divergent) > SITES_SHOWN:
-            lines.append(f"  ... and {len(divergent) - SITES_SHOWN} more (--json lists all)")
-    return lines

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from memtui.analysis.rank_overview import group_outliers, peak_histogram, rank_ranges
+from memtui.analysis.rank_overview import group_outliers, peak_histogram
 from memtui.analysis.ranks import compare_ranks
 from memtui.cache.summaries import SummaryCache
 from memtui.cli import main
 from memtui.fleet.rank_files import find_rank_files, summarize_files
 from memtui.fleet.runners import InProcessRunner
 from memtui.fleet.task import rank_summary
+from memtui.report.ranks import rank_ranges
 from tests.analysis.rank_sets import EXTRA_LINE, rank_set, rank_snapshot
 from tests.conftest import ROOT, SAMPLES
 

@@ -1,9 +1,10 @@
 """What the analysis screens share: computing in a worker, a report, a table of rows.
 
 A subclass says how to compute its analysis (in a thread: it may take a moment on a big
-trace) and how to present the result: a text report and rows, each with the
-:class:`AnalysisJump` that Enter on it returns to the explorer (None: the row leads
-nowhere). The screen is dismissed with the chosen jump.
+trace) and how to present the result: the text of its report's sections (memtui.report)
+and rows from the report's tables, each with the :class:`AnalysisJump` that Enter on it
+returns to the explorer (None: the row leads nowhere). The screen is dismissed with the
+chosen jump. Nothing here reads the commands' printed text.
 
 The report and the table scroll as one page, so every line of the report is reachable on
 a small terminal: Down, PgDn and End read on through the report into the table, Home
@@ -15,6 +16,8 @@ in full.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
+
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -25,14 +28,38 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, Static
 
 from memtui.errors import MemtuiError
+from memtui.report.format import cell_text
+from memtui.report.sections import Place, Report, Table
+from memtui.report.text import text_lines
 from memtui.tui.analysis_jumps import AnalysisJump
-from memtui.tui.locations import Location, fit_location
+from memtui.tui.locations import Location, fit_location, site_location
 from memtui.tui.messages import AnalysisComputed, AnalysisFailed
 
 Cell = str | Location
 Row = tuple[tuple[Cell, ...], AnalysisJump | None]
 LAST_MIN = 12  # the last column never gets narrower than this; the table scrolls sideways instead
 TINY_HEIGHT = 16  # terminal rows below which the hint line gives its rows to the page
+
+
+def sections_text(report: Report, skip: Collection[str] = ()) -> str:
+    """The report's sections above the table, but those in ``skip`` (the tables the screen
+    lists as rows, or leaves out)."""
+    return "\n".join(text_lines(report, skip))
+
+
+def table_cells(table: Table, keys: Sequence[str | None]) -> list[tuple[Cell, ...]]:
+    """Per row of ``table``, the cells of the columns ``keys`` (None: an empty cell), each as
+    its column's kind says; a call site keeps its frames, for its short form."""
+    picked = [None if key is None else table.index(key) for key in keys]
+    out = []
+    for row in table.rows:
+        cells: list[Cell] = []
+        for k in picked:
+            value = None if k is None else row[k]
+            cells.append(site_location(value.label, value.frames) if isinstance(value, Place)
+                          else "" if k is None else cell_text(table.columns[k], value))
+        out.append(tuple(cells))
+    return out
 
 
 class ReportTable(DataTable):

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from memtui.analysis.cycles import CycleReport, find_cycles
-from memtui.commands.cycles import because_lines, headline
+from memtui.report.cycles import cycles_report
 from memtui.tui.analysis_jumps import event_jump, site_jump
 from memtui.tui.device_view import DeviceView
-from memtui.tui.locations import Location, site_location, table_location
-from memtui.tui.screens.analysis_base import AnalysisScreen, Row
-from memtui.units import format_bytes, format_seconds
+from memtui.tui.locations import Location, table_location
+from memtui.tui.screens.analysis_base import AnalysisScreen, Row, sections_text, table_cells
 
 
 class CyclesReportScreen(AnalysisScreen):
@@ -25,24 +24,25 @@ class CyclesReportScreen(AnalysisScreen):
         return find_cycles(self.view.snapshot, self.view.device, self.depth)
 
     def present(self, result: CycleReport) -> tuple[str, list[Row]]:
-        report = "\n".join([headline(result)] + because_lines(result))
+        report = cycles_report(result)
+        snapshot, dev = self.view.snapshot, self.view.device
         rows: list[Row] = []
-        for s in result.sites:
-            rows.append((("site", "", format_bytes(s.bytes), f"{s.lives:,}", "", site_location(s.site, s.frames)),
-                         site_jump(self.view.snapshot, self.view.device, s.site, self.depth)))
-        for b in result.bursts:
-            rows.append(((f"{b.index:,}", format_seconds(result.seconds_into_trace(b)), format_bytes(b.bytes),
-                          f"{b.lives:,}", format_bytes(b.allocated_before),
-                          self._collected_at(b)), event_jump(b.index)))
-        if result.suspected:
-            report += "\n\nCall torch.utils.viz._cycles.warn_tensor_cycles() early to be told which objects form them."
-        return report, rows
+        sites = report.table("sites")
+        for (_, *cells), place in zip(table_cells(sites, (None, None, "bytes", "lives", None, "site")),
+                                      sites.values("site")):
+            rows.append((("site", *cells), site_jump(snapshot, dev, place.label, self.depth)))
+        bursts = report.table("bursts")
+        for cells, burst in zip(table_cells(bursts, ("event", "time", "bytes", "lives", "before")), bursts.records()):
+            rows.append(((*cells, self._collected_at(burst)), event_jump(burst["event"])))
+        # The table lists the call sites and what the collector freed; bursts with another cause stay in the CLI.
+        return sections_text(report, skip=("sites", "bursts", "other_bursts")), rows
 
-    def _collected_at(self, burst) -> Location:
+    def _collected_at(self, burst: dict) -> Location:
         """Where the collector ran (the label frame of the burst's first free), then the free order."""
         snapshot = self.view.snapshot
-        sid = int(self.view.device.trace.stack[burst.index])
+        sid = int(self.view.device.trace.stack[burst["event"]])
         where = table_location(snapshot.stacks.frames, int(snapshot.stacks.label[sid]) if sid >= 0 else -1)
+        collected_at, order = burst["collected_at"], burst["order"]
         if not where.short:
-            where = Location(burst.collected_at, burst.collected_at)
-        return Location(f"{where.short} ({burst.order})", f"{burst.collected_at} ({burst.order})", where.keep)
+            where = Location(collected_at, collected_at)
+        return Location(f"{where.short} ({order})", f"{collected_at} ({order})", where.keep)

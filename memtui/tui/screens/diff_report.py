@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from memtui.analysis.diff import MemoryDiff
-from memtui.commands._report import signed_bytes
+from memtui.report.diff import diff_report
+from memtui.report.format import signed_bytes
 from memtui.tui.analysis_jumps import site_jump
 from memtui.tui.device_view import DeviceView
-from memtui.tui.locations import site_location
-from memtui.tui.screens.analysis_base import AnalysisScreen, Row
+from memtui.tui.screens.analysis_base import AnalysisScreen, Row, table_cells
 from memtui.units import format_bytes
 
 
@@ -44,10 +44,10 @@ class DiffReportScreen(AnalysisScreen):
                          f" {f(p.b.reserved)}, allocated {f(p.a.allocated)} -> {f(p.b.allocated)}")
         lines.append(f"{len(result.new)} new and {len(result.gone)} gone call sites")
         rows: list[Row] = []
-        for s in result.sites:
-            if s.status == "same":
-                continue
-            jump = site_jump(self.view.snapshot, self.view.device, s.site, self.depth) if self.view else None
-            rows.append(((signed_bytes(s.delta_bytes), f(s.bytes_a), f(s.bytes_b), f"{s.count_a} -> {s.count_b}",
-                          s.status, site_location(s.site, s.frames)), jump))
+        sites = diff_report(result).table("sites")  # the changed call sites, all of them
+        cells = table_cells(sites, ("change", "bytes_a", "bytes_b", None, "status", "site"))
+        view = self.view
+        for (change, size_a, size_b, _, status, where), site in zip(cells, sites.records()):
+            jump = site_jump(view.snapshot, view.device, site["site"].label, self.depth) if view else None
+            rows.append(((change, size_a, size_b, f"{site['count_a']} -> {site['count_b']}", status, where), jump))
         return "\n".join(lines), rows

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 from memtui.analysis.leaks import LeakReport, find_leaks
-from memtui.commands._report import signed_bytes
-from memtui.commands.leaks import because_lines, describe_points, headline, sparkline
+from memtui.report.leaks import leaks_report
 from memtui.tui.analysis_jumps import site_jump
 from memtui.tui.device_view import DeviceView
-from memtui.tui.locations import site_location
-from memtui.tui.screens.analysis_base import AnalysisScreen, Row
-from memtui.units import format_bytes
+from memtui.tui.screens.analysis_base import AnalysisScreen, Row, sections_text, table_cells
 
 
 class LeaksReportScreen(AnalysisScreen):
@@ -26,19 +23,16 @@ class LeaksReportScreen(AnalysisScreen):
         return find_leaks(self.view.snapshot, self.view.device, self.depth)
 
     def present(self, result: LeakReport) -> tuple[str, list[Row]]:
-        growing = result.growing
-        lines = [headline(result)] + because_lines(result)
-        lines.append(f"{format_bytes(result.live_bytes)} in {result.live_count:,} live allocations at snapshot time;"
-                     f" {describe_points(result)}")
-        if growing:
-            names = ", ".join(s.label for s in growing)
-            lines.append(f"{len(growing)} call site(s) grew steadily (marked ▲): {names}")
-        else:
-            lines.append("no call site grew steadily over the run")
+        report = leaks_report(result)
+        growing = report.table("growing")
+        names = [place.label for place in growing.values("site")]
+        summary = (f"{len(names)} call site(s) grew steadily (marked ▲): {', '.join(names)}" if names else
+                   "no call site grew steadily over the run")
         rows: list[Row] = []
-        for s in result.sites:
-            cells = ("▲" if s.growing else "", format_bytes(s.bytes), f"{s.count:,}",
-                     signed_bytes(s.growth_bytes) if s.growth_bytes else "", sparkline(s.series_bytes),
-                     site_location(s.label, s.frames))
-            rows.append((cells, site_jump(self.view.snapshot, self.view.device, s.label, self.depth)))
-        return "\n".join(lines), rows
+        for table in (growing, report.table("sites")):  # every site, growing ones first
+            cells = table_cells(table, ("growing", "bytes", "count", "growth", "trend", "site"))
+            for (mark, size, count, growth, trend, where), record in zip(cells, table.records()):
+                shown = (mark, size, count, growth if record["growth"] else "", trend, where)
+                rows.append((shown, site_jump(self.view.snapshot, self.view.device, record["site"].label, self.depth)))
+        # The table lists the call sites: the text says which grew.
+        return sections_text(report, skip=("growing", "sites")) + "\n" + summary, rows

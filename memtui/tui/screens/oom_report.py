@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from memtui.analysis.oom import OomDiagnosis, diagnose_ooms
-from memtui.commands.oom import render
+from memtui.report.oom import oom_report
 from memtui.tui.analysis_jumps import event_jump, site_jump
 from memtui.tui.device_view import DeviceView
-from memtui.tui.locations import site_location
-from memtui.tui.screens.analysis_base import AnalysisScreen, Row
+from memtui.tui.screens.analysis_base import AnalysisScreen, Row, sections_text, table_cells
 from memtui.units import format_bytes
 
 
@@ -27,16 +26,12 @@ class OomReportScreen(AnalysisScreen):
 
     def present(self, result: list[OomDiagnosis]) -> tuple[str, list[Row]]:
         dev = self.view.device
-        if not result:
-            return f"device {dev.device}: no OOM in this trace", []
-        report = "\n\n".join("\n".join(render(d, n, len(result), with_sites=False))
-                             for n, d in enumerate(result, 1))
+        report = oom_report(dev.device, result)
         rows: list[Row] = []
-        for d in result:
+        for d, sites in zip(result, report.tables("sites")):
             verdict = d.verdict + (", process limit" if d.process_limit else "")
             rows.append(((f"{d.index:,}", format_bytes(d.requested), "", f"OOM: {verdict}"), event_jump(d.index)))
-            for site in d.top_sites:
-                where = site_location(site["site"], site.get("frames"))
-                rows.append((("", format_bytes(site["bytes"]), f"{site['count']:,}", where),
-                             site_jump(self.view.snapshot, dev, site["site"], self.depth)))
-        return report, rows
+            for cells, place in zip(table_cells(sites, (None, "bytes", "count", "site")), sites.values("site")):
+                rows.append((cells, site_jump(self.view.snapshot, dev, place.label, self.depth)))
+        # The table lists each OOM's call sites: the text leaves them out, and the largest allocations.
+        return sections_text(report, skip=("sites", "largest")), rows

@@ -16,12 +16,12 @@ from textual.worker import get_current_worker
 
 from memtui.analysis.rank_overview import group_outliers, peak_histogram
 from memtui.analysis.ranks import compare_ranks
-from memtui.commands.ranks import render_overview
+from memtui.report.ranks import FULL_TABLE_RANKS, rank_table, ranks_report
+from memtui.report.sections import Table
 from memtui.tui.analysis_jumps import AnalysisJump
 from memtui.tui.locations import Location
 from memtui.tui.messages import SummaryProgress
-from memtui.tui.screens.analysis_base import AnalysisScreen, Row
-from memtui.units import format_bytes
+from memtui.tui.screens.analysis_base import AnalysisScreen, Cell, Row, sections_text, table_cells
 
 ProgressFn = Callable[[int, int, int], None]  # done, total, failed
 Summarize = Callable[[ProgressFn], list[dict]]
@@ -32,17 +32,12 @@ class StopSummaries(Exception):
     """Raised in the progress callback once the screen is gone: stops the remaining files."""
 
 
-def rank_rows(result: dict, groups: list[dict], own: str | None = None) -> list[Row]:
-    """A row per rank; each leads to its file (the open one, ``own``, to its peak instead)."""
-    group_of = {rank: i + 1 for i, g in enumerate(groups) for rank in g["ranks"]}
-    rows: list[Row] = []
-    for r in result["ranks"]:
-        mark = f"outlier {group_of[r['rank']]}" if r["rank"] in group_of else ""
-        name = os.path.basename(r["file"]) + ("  (open)" if r["file"] == own else "")
-        jump = AnalysisJump(None, message=f"rank {r['rank']}: {r['file']}")
-        rows.append(((str(r["rank"]), format_bytes(r["peak_allocated"]), format_bytes(r["peak_reserved"]),
-                      str(r["ooms"]), f"{r['events']:,}", mark, Location(name, r["file"])), jump))
-    return rows
+def rank_cells(table: Table, mark: str, own: str | None = None) -> list[tuple[Cell, ...]]:
+    """A rank table's rows as the ranks screens show them: ``mark`` names the column that
+    sets a rank apart; the file by its name, the open one (``own``) marked."""
+    cells = table_cells(table, ("rank", "peak_allocated", "peak_reserved", "ooms", "events", mark))
+    return [(*row, Location(os.path.basename(p.label) + ("  (open)" if p.label == own else ""), p.label))
+            for row, p in zip(cells, table.values("file"))]
 
 
 class RankListScreen(AnalysisScreen):
@@ -79,10 +74,13 @@ class RankListScreen(AnalysisScreen):
             self.show_report(f"summarising: {message.done:,} of {message.total:,} files{failures}")
 
     def present(self, computed: dict) -> tuple[str, list[Row]]:
-        result = computed["result"]
+        result, groups = computed["result"], computed["groups"]
         self.files = [r["file"] for r in result["ranks"]]
-        report = render_overview(result, computed["groups"], computed["histogram"], self.moment, with_table=False)
-        return "\n".join(report), rank_rows(result, computed["groups"])
+        # The text: the outliers, the histogram and the groups; every rank is a row of the table.
+        report = ranks_report(result, self.moment, groups, computed["histogram"], limit=FULL_TABLE_RANKS)
+        rows = [(cells, AnalysisJump(None, message=f"rank {r['rank']}: {r['file']}"))
+                for cells, r in zip(rank_cells(rank_table(result["ranks"], groups), "group"), result["ranks"])]
+        return sections_text(report, skip=("ranks",)), rows
 
     def on_data_table_row_selected(self, message: DataTable.RowSelected) -> None:
         message.prevent_default()  # not the base screen's jump: this list stays open

@@ -14,14 +14,13 @@ from textual.widgets import DataTable
 
 from memtui.analysis.ranks import compare_ranks, rank_from_name, summarize_snapshot
 from memtui.cache.summaries import default_summary_cache
-from memtui.commands.ranks import render
 from memtui.errors import UsageError
 from memtui.fleet.rank_files import summarize_files
+from memtui.report.ranks import ranks_report
 from memtui.tui.analysis_jumps import AnalysisJump, event_jump
 from memtui.tui.device_view import DeviceView
-from memtui.tui.locations import Location
-from memtui.tui.screens.analysis_base import AnalysisScreen, Row
-from memtui.units import format_bytes
+from memtui.tui.screens.analysis_base import AnalysisScreen, Row, sections_text
+from memtui.tui.screens.rank_list import rank_cells
 
 _RANK = re.compile(r"(rank[_\-.]?)(\d+)", re.IGNORECASE)
 
@@ -59,21 +58,18 @@ class RanksReportScreen(AnalysisScreen):
 
     def present(self, result: dict) -> tuple[str, list[Row]]:
         own = os.path.abspath(self.view.snapshot.source_path)
-        report = "\n".join(line for line in render(result)[len(result["ranks"]) + 1:] if line.strip())
+        report = ranks_report(result)
         rows: list[Row] = []
         self.files = [r["file"] for r in result["ranks"]]
-        for r in result["ranks"]:
+        for cells, r in zip(rank_cells(report.table("ranks"), "outlier", own), result["ranks"]):
             jump: AnalysisJump | None
             if r["file"] == own:
                 peak = int(self.view.allocated.argmax()) if self.view.n_events else None
                 jump = event_jump(peak, f"rank {r['rank']}: peak allocated") if peak is not None else None
             else:
                 jump = AnalysisJump(None, message=f"rank {r['rank']}: {r['file']}")
-            rows.append(((str(r["rank"]), format_bytes(r["peak_allocated"]), format_bytes(r["peak_reserved"]),
-                          str(r["ooms"]), f"{r['events']:,}", "outlier" if r["outlier"] else "",
-                          Location(os.path.basename(r["file"]) + ("  (open)" if r["file"] == own else ""),
-                                   r["file"])), jump))
-        return report, rows
+            rows.append((cells, jump))
+        return sections_text(report, skip=("ranks",)), rows
 
     def on_data_table_row_selected(self, message: DataTable.RowSelected) -> None:
         row = message.cursor_row

@@ -1,0 +1,57 @@
+"""Leaks: the verdict and its evidence, the call sites whose kept memory grew all through the
+run, and the rest of live memory by call site."""
+
+from __future__ import annotations
+
+from memtui.analysis.leaks import LeakReport, SiteGrowth
+from memtui.report.format import sparkline
+from memtui.report.sections import Column, Evidence, Lines, Place, Report, Table
+from memtui.units import format_bytes
+
+SITE_COLUMNS = (Column("growing", "text", ""), Column("bytes", "bytes", "live bytes"), Column("count", "count"),
+                Column("growth", "delta"), Column("per_unit", "delta"), Column("growth_count", "count"),
+                Column("trend", "text", "over the run"), Column("kind", "text", "growth"),
+                Column("site", "location", "call site"))
+
+
+def leaks_report(report: LeakReport) -> Report:
+    """Sections ``headline``, ``evidence``, ``live``, and the tables ``growing`` and ``sites``
+    (the others): together every site of the report, in its order, with the same columns."""
+    unit = report.points.unit.replace("{", "{{").replace("}", "}}")
+    growing = Table("growing", space=True, columns=SITE_COLUMNS, rows=site_rows(report.growing),
+                    title="growing call sites (what they keep rose all through the run):",
+                    line="  {growth:>12} ({per_unit}/" + unit + ", {growth_count:+,} allocations)  {trend}  {site}")
+    rest = [s for s in report.sites if not s.growing]
+    others = Table("sites", space=True, columns=SITE_COLUMNS, rows=site_rows(rest),
+                   heading=f"{'live bytes':>12} {'count':>7}  over the run  {'growth':<9} call site",
+                   line="{bytes:>12} {count:>7,}  {trend:<12}  {kind:<9} {site}")
+    return Report("Leaks and growth by call site", [
+        Lines("headline", lines=[headline(report)]),
+        Evidence("evidence", because=[e.text for e in report.evidence],
+                 alternatives=[(a["verdict"], a["why"]) for a in report.alternatives]),
+        Lines("live", lines=[f"{format_bytes(report.live_bytes)} in {report.live_count:,} live allocations at"
+                             f" snapshot time; {describe_points(report)}"]),
+        growing,
+        others,
+    ])
+
+
+def site_rows(sites: list[SiteGrowth]) -> list[tuple]:
+    return [("▲" if s.growing else "", s.bytes, s.count, s.growth_bytes, s.growth_per_unit, s.growth_count,
+             sparkline(s.series_bytes), s.kind, Place(s.label, s.frames)) for s in sites]
+
+
+def headline(report: LeakReport) -> str:
+    words = {"leak": "a leak", "no leak": "no leak", "cannot tell": "cannot tell whether memory leaks"}
+    return f"device {report.device}: {words.get(report.verdict, report.verdict)} ({report.confidence} confidence)"
+
+
+def describe_points(report: LeakReport) -> str:
+    p = report.points
+    if p.kind == "annotation":
+        return f"{len(p)} samples over {p.steps} steps (end of each '{p.name}')"
+    if p.kind == "iterations":
+        return f"{len(p)} samples over {p.steps} executions of the most repeated allocation ({p.name})"
+    if p.kind == "time":
+        return f"{len(p)} samples, one per time window (no step annotations)"
+    return f"{len(p)} samples, one per event window (no times or step annotations)"

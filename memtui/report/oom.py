@@ -1,0 +1,91 @@
+"""Why each OOM happened: the figures at the failure, the verdict and its evidence, what to
+do, and the call sites and allocations holding the memory."""
+
+from __future__ import annotations
+
+from memtui.analysis.oom import WORTH_COUNTING, OomDiagnosis
+from memtui.report.sections import Column, Evidence, Lines, Notes, Place, Report, Section, Table
+from memtui.units import format_bytes
+
+SITE_COLUMNS = (Column("bytes", "bytes"), Column("count", "count"), Column("site", "location", "call site"))
+
+
+def oom_report(device: int, found: list[OomDiagnosis], largest_shown: int | None = None) -> Report:
+    """Every OOM of ``device``, one after another; each has a ``sites`` table (the call
+    sites holding memory at it) and, for capacity and cap verdicts, a ``largest`` table
+    (its text: at most ``largest_shown`` allocations)."""
+    if not found:
+        return Report("Why OOM", [Lines(lines=[f"device {device}: no OOM in this snapshot's trace"])])
+    sections: list[Section] = []
+    for n, d in enumerate(found, 1):
+        part = diagnosis_sections(d, n, len(found), largest_shown)
+        part[0].space = n > 1
+        sections += part
+    return Report("Why OOM", sections)
+
+
+def diagnosis_sections(d: OomDiagnosis, n: int = 1, total: int = 1, largest_shown: int | None = None) -> list[Section]:
+    f = format_bytes
+    sections: list[Section] = [Lines("figures", lines=[
+        f"OOM {n} of {total}: device {d.device}, event {d.index:,}",
+        f"  requested      {f(d.requested):>11}   ({d.pool} pool, stream {d.stream})",
+        f"  device free    {f(d.device_free):>11}",
+        f"  reserved       {f(d.reserved):>11}   allocated {f(d.allocated)}   active {f(d.active)}",
+        f"  cached free    {f(d.cached_free):>11}   usable for this request {f(d.usable_free)},"
+        f" largest free block in the {d.pool} pool (stream {d.stream}) {f(d.largest_free_block)}",
+        f"  verdict: {d.verdict} ({d.confidence} confidence; the limit: {d.limit})",
+    ])]
+    sections.append(Evidence("evidence", indent="  ", because=[e.text for e in d.evidence],
+                             alternatives=[(a["verdict"], a["why"]) for a in d.alternatives], always=True))
+    sections.append(Notes("advice", indent="  ", lines=explain(d)))
+    if d.site:
+        sections.append(Lines("requested_at", lines=[f"  requested at: {d.site['site']}"]))
+    sections.append(site_table(d.top_sites, "  call sites holding memory at the OOM:", "    "))
+    if d.verdict in ("capacity", "process_cap"):
+        sections.append(Table(
+            "largest", columns=(Column("size", "bytes"), Column("address", "text"), SITE_COLUMNS[2]),
+            rows=[(a["size"], a["address_n"] or "(untraced)", Place(a["site"])) for a in d.largest_allocations],
+            title="  largest live allocations:", line="    {size:>11}  {address:<20} {site}", limit=largest_shown))
+    return sections
+
+
+def site_table(rows: list[dict], title: str = "", indent: str = "  ", key: str = "sites") -> Table:
+    """Call sites as ``{"site", "bytes", "count", "frames"}`` dicts: ``  1.00 GiB      3  file:line function``."""
+    return Table(key, columns=SITE_COLUMNS, title=title, line=indent + "{bytes:>11} {count:>6}  {site}",
+                 rows=[(r["bytes"], r["count"], Place(r["site"], r.get("frames"))) for r in rows])
+
+
+def explain(d: OomDiagnosis) -> list[str]:
+    """What to do about it, and how the device's size was known."""
+    f = format_bytes
+    out = []
+    if d.verdict == "fragmentation":
+        if d.expandable_already:
+            out.append("Expandable segments are already on: free the long-lived blocks that split the segments, or"
+                       " try a smaller max_split_size_mb.")
+        else:
+            out.append("Try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or free the long-lived blocks that"
+                       " split the segments.")
+    elif d.verdict == "external":
+        out.append("Free the device of the other user (another process, NCCL buffers, cuBLAS workspaces), or give"
+                   " the real total with --device-memory if the estimate is wrong.")
+    elif d.verdict == "process_cap":
+        out.append("Raise the cap (torch.cuda.set_per_process_memory_fraction) or bound the growing work (the"
+                   " batch); " + ("expandable segments would let the pinned free memory be reused."
+                                  if d.pinned and d.pinned.get("free", 0) >= d.requested * WORTH_COUNTING
+                                  and not d.expandable_already else
+                                  "see the call sites below for what the step holds."))
+    elif d.process_limit:
+        out.append("Reduce what is live at this point (see below), or raise the cap.")
+    else:
+        short = d.requested - d.usable_free - d.device_free
+        out.append(f"Short by {f(max(short, 0))} even as one block: reduce what is live at this point (see below).")
+    if d.device_total is not None and not d.process_limit and d.verdict != "external":
+        # The snapshot does not record the device's size; say how the figure was made and
+        # where to give the real one (the explorer has no such option: the CLI does).
+        estimate = (" (estimated: the snapshot does not record it; the smallest common GPU size above"
+                    " reserved + device free)") if d.device_total_estimated else ""
+        out.append(f"Device total {f(d.device_total)}{estimate}: {f(d.non_pytorch or 0)} in use outside PyTorch.")
+        if d.device_total_estimated:
+            out.append("For the real total: memtui oom SNAPSHOT --device-memory SIZE (e.g. 80GiB).")
+    return out
