@@ -63,7 +63,7 @@ async def test_why_oom_at_80x24_scrolls_to_the_advice_and_prints_short_call_site
         await pilot.press("end")
         await pilot.pause()
         text = screen_text(app)
-        assert "requested at" in text and "No room under the cap" in text
+        assert "requested at" in text and "Raise the cap" in text  # the advice, at the end of the report
         table = screen.query_one(ReportTable)
         assert table.cursor_row == table.row_count - 1
         # Call sites: file.py:line function, never the first characters of a folder.
