@@ -23,9 +23,10 @@ from memtui.load.fast import FastFallback, Scanned, scan_snapshot
 from memtui.load.normalize import normalize
 from memtui.load.stream import StreamFallback, stream_snapshot
 from memtui.model import Snapshot, build_model
+from memtui.model.columns import narrowest
 from memtui.model.frames import NO_STACK, StackToken
 from memtui.model.snapshot import assemble_model, device_count
-from memtui.model.trace import ModelTables, TraceBuilder, TraceColumns
+from memtui.model.trace import NARROW_COLUMNS, ModelTables, TraceBuilder, TraceColumns, narrow
 
 __all__ = ["ModelStore", "open_fast", "open_plain", "open_snapshot", "open_streaming"]
 
@@ -133,6 +134,7 @@ def _model_from_scan(scanned: Scanned, path: str | os.PathLike) -> Snapshot:
     for s in range(len(offsets) - 1):
         sids[s] = tables.stacks.intern([frames[f] for f in flat[offsets[s]:offsets[s + 1]]])
     del frames, flat, offsets
+    codes, sids = narrowest(codes), narrowest(sids)  # small tables: the gathers below come out narrow
     columns = []
     for d in range(device_count(raw)):
         empty = TraceBuilder(tables, f"device {d} trace").finish()
@@ -142,25 +144,25 @@ def _model_from_scan(scanned: Scanned, path: str | os.PathLike) -> Snapshot:
         trace = scanned.traces[d]
         scanned.traces[d] = None  # each trace's buffers go as soon as it is a model column
         c = trace.columns
-        ctx = np.asarray([tables.strings.intern(v) for v in trace.ctx_values] or [0], np.int32)
-        meta = np.asarray([tables.strings.intern(v) for v in trace.meta_values] or [0], np.int32)
-        time_us = c["time_us"].copy()
+        ctx = narrowest(np.asarray([tables.strings.intern(v) for v in trace.ctx_values] or [0], np.int64))
+        meta = narrowest(np.asarray([tables.strings.intern(v) for v in trace.meta_values] or [0], np.int64))
+        time_us = c["time_us"]  # the scanner's own memory, writable
         time_us[np.isinf(time_us)] = np.nan  # as TraceBuilder.finish: an infinite time is no time
         built = {"action": codes[c["action"]], "addr": c["addr"], "size": c["size"], "stream": c["stream"],
                  "time_us": time_us, "stack": sids[c["stack"]], "ctx": ctx[c["ctx"]], "meta": meta[c["meta"]],
                  "device_free": c["device_free"]}
         values = {}
         for f in dataclasses.fields(TraceColumns):
-            like = getattr(empty, f.name)
-            if f.name in built:
-                values[f.name] = built[f.name].astype(like.dtype, copy=False)
+            if f.name in built:  # narrow() below sets the narrow ones' types as TraceBuilder does
+                like = getattr(empty, f.name)
+                values[f.name] = built[f.name] if f.name in NARROW_COLUMNS else built[f.name].astype(like.dtype)
             elif f.name in _NOT_SCANNED and callable(_NOT_SCANNED[f.name]):
                 values[f.name] = _NOT_SCANNED[f.name]()
             elif f.name in _NOT_SCANNED:
-                values[f.name] = np.full(trace.rows, _NOT_SCANNED[f.name], like.dtype)
+                values[f.name] = np.full(trace.rows, _NOT_SCANNED[f.name], np.int8)
             else:
                 raise FastFallback(f"the model has a trace column the scanner does not fill ({f.name})")
-        columns.append(TraceColumns(**values))
+        columns.append(narrow(TraceColumns(**values)))
         del trace, c, built, values
     return assemble_model(raw, columns, tables, os.fspath(path), os.path.getsize(path))
 

@@ -3,6 +3,10 @@
 Integers stay exact: addresses past 63 bits fall back to uint64, and past 64 bits (up to
 128) to an object column, never wrapped. A value of the wrong type becomes a neutral default and
 is reported through ``warnings`` so ``memtui check`` can list it.
+
+Columns of ids and small numbers are stored as narrow as their values allow
+(:func:`narrowest`): a ten-million-event trace's stack ids, string ids, action codes and
+streams then cost a byte or two a row instead of eight.
 """
 
 from __future__ import annotations
@@ -92,3 +96,23 @@ def sort_codes(values: np.ndarray) -> np.ndarray:
         return np.zeros(0, np.int64)
     _, codes = np.unique(values, return_inverse=True)
     return codes.astype(np.int64)
+
+
+_NARROW = (np.int8, np.int16, np.int32)
+
+
+def narrowest(values: np.ndarray) -> np.ndarray:
+    """``values`` (signed integers) in the narrowest of int8, int16, int32 and int64 that holds
+    them with one to spare each way, so ``x + 1`` and ``x - 1`` never wrap. Anything wider
+    than one step (``x * 2``, ``np.where(m, len(trace), x)``) must widen first:
+    ``x.astype(np.int64)``. Unsigned and object columns are returned as they are."""
+    if values.dtype.kind != "i":
+        return values
+    if not len(values):
+        return values.astype(np.int8)
+    lo, hi = int(values.min()), int(values.max())
+    for dtype in _NARROW:
+        info = np.iinfo(dtype)
+        if info.min < lo and hi < info.max:
+            return values.astype(dtype, copy=False)
+    return values.astype(np.int64, copy=False)

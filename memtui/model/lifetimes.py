@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memtui.model.columns import sort_codes
+from memtui.model.columns import narrowest, sort_codes
 
 try:
     from memtui import _native
@@ -36,9 +36,10 @@ use_native = _native is not None and not os.environ.get("MEMTUI_NO_NATIVE")
 class Lifetimes:
     """One row per life (address, version), sorted by address then version.
 
-    ``start``/``request``/``end`` are trace indices (NONE when not in the trace).
-    ``event_version``/``event_life`` map each trace event back to its life (NONE for
-    events of other kinds).
+    ``start``/``request``/``end`` are trace indices (NONE when not in the trace), int32
+    below 2**31 events. ``event_version``/``event_life`` map each trace event back to its
+    life (NONE for events of other kinds), as narrow as their values allow
+    (model/columns.py narrowest): widen them before arithmetic past +-1.
     """
 
     addr: np.ndarray
@@ -90,8 +91,19 @@ def compute_lifetimes(
     end_codes: tuple[int, ...],
 ) -> Lifetimes:
     if use_native and addr.dtype == np.int64 and len(action) < 2**31 - 1:
-        return _native_lifetimes(action, addr, size, start_codes, request_codes, end_codes)
-    return numpy_lifetimes(action, addr, size, start_codes, request_codes, end_codes)
+        lives = _native_lifetimes(action, addr, size, start_codes, request_codes, end_codes)
+    else:
+        lives = numpy_lifetimes(action, addr, size, start_codes, request_codes, end_codes)
+    return _narrow(lives, len(action))
+
+
+def _narrow(lives: Lifetimes, n: int) -> Lifetimes:
+    """Trace indices in int32 where they fit; per-event ids as narrow as they allow."""
+    if n < 2**31:
+        lives.start, lives.request, lives.end = (c.astype(np.int32) for c in (lives.start, lives.request, lives.end))
+    lives.event_version = narrowest(lives.event_version)
+    lives.event_life = narrowest(lives.event_life)
+    return lives
 
 
 def _native_lifetimes(action: np.ndarray, addr: np.ndarray, size: np.ndarray, start_codes: tuple[int, ...],

@@ -18,7 +18,7 @@ import numpy as np
 
 from memtui.errors import SnapshotError
 from memtui.model.actions import ActionTable
-from memtui.model.columns import float_column, int_column
+from memtui.model.columns import float_column, int_column, narrowest
 from memtui.model.frames import FrameTable, StackTable, UnplainValue
 from memtui.model.metadata import dict_text
 from memtui.model.strings import StringTable, text_of
@@ -35,21 +35,27 @@ _INT_FIELDS = (
 )
 
 
+# Columns of ids and small numbers, stored narrow (see TraceColumns).
+NARROW_COLUMNS = ("action", "size", "stream", "stack", "ctx", "meta", "device_free", "fwd", "pool")
+
+
 @dataclass
 class TraceColumns:
     """Column i describes trace entry i of this device."""
 
-    action: np.ndarray  # int16 action code
-    addr: np.ndarray
-    size: np.ndarray
+    # The columns in NARROW_COLUMNS are as narrow as their values allow (int8 to int64,
+    # model/columns.py narrowest): widen one before arithmetic past +-1.
+    action: np.ndarray  # action code
+    addr: np.ndarray  # int64 (uint64 or object past 63 bits)
+    size: np.ndarray  # bytes (as narrow as the largest needs: widen before multiplying)
     stream: np.ndarray
     time_us: np.ndarray  # float64, NaN when the entry had no time
-    stack: np.ndarray  # int32 stack id, -1 when the entry had no frames
-    ctx: np.ndarray  # int32 string id of compile_context
-    meta: np.ndarray  # int32 string id of user_metadata (a dict as its compact JSON)
-    device_free: np.ndarray  # int64, -1 except on oom entries
-    fwd: np.ndarray  # int32 stack id of forward_frames (the forward traceback of a backward op), -1 when none
-    pool: np.ndarray  # int16 index into ``pools`` of the entry's pool_id (newer torch), -1 when none
+    stack: np.ndarray  # stack id, -1 when the entry had no frames
+    ctx: np.ndarray  # string id of compile_context
+    meta: np.ndarray  # string id of user_metadata (a dict as its compact JSON)
+    device_free: np.ndarray  # -1 except on oom entries
+    fwd: np.ndarray  # stack id of forward_frames (the forward traceback of a backward op), -1 when none
+    pool: np.ndarray  # index into ``pools`` of the entry's pool_id (newer torch), -1 when none
     pools: list  # the distinct pool_id tuples the entries name, in order of first appearance
 
     def __len__(self) -> int:
@@ -330,7 +336,7 @@ class TraceBuilder:
         device_free = self._int_column(self._device_free, "device_free", warnings, NO_VALUE, False)
         ctx_ids = self._ctx_strings.to_global(self.tables.strings)
         meta_ids = self._meta_strings.to_global(self.tables.strings)
-        return TraceColumns(
+        return narrow(TraceColumns(
             action=self._action.concatenate(),
             addr=ints["addr"],
             size=ints["size"],
@@ -343,13 +349,20 @@ class TraceBuilder:
             fwd=self._fwd.concatenate(),
             pool=self._pool.concatenate(),
             pools=list(self._pool_ids),
-        )
+        ))
 
     @staticmethod
     def _int_column(column: _Column, name: str, warnings: list[str], default: int, wide: bool) -> np.ndarray:
         if column.raw is not None:
             return int_column(column.values(), name, warnings, default, wide=wide)
         return column.concatenate()
+
+
+def narrow(columns: TraceColumns) -> TraceColumns:
+    """``columns`` with each of NARROW_COLUMNS as narrow as its values allow."""
+    for name in NARROW_COLUMNS:
+        setattr(columns, name, narrowest(getattr(columns, name)))
+    return columns
 
 
 def build_trace(entries: list, tables: ModelTables, where: str) -> TraceColumns:
