@@ -2,7 +2,8 @@
 
 ``bench_child.py MODE FILE CACHE_DIR`` prints one JSON object on its last line.
 MODE is ``pickle`` (``pickle.load``), ``viz`` (``torch.cuda._memory_viz stats``),
-``cold`` (memtui, empty cache), ``plain`` (memtui's plain loader, no cache), ``warm``
+``cold`` (memtui, empty cache), ``stream`` (the streaming decoder, the fast path's
+fallback, no cache), ``plain`` (memtui's plain loader, no cache), ``warm``
 (memtui from the cache, then the interactive operations) or ``tui`` (the explorer under
 Pilot).
 """
@@ -61,11 +62,14 @@ def run_viz(path: str) -> dict:
     return {"time_s": time.perf_counter() - t, "peak_rss": peak_rss()}
 
 
-def run_cold(path: str, cache_dir: str, streaming: bool = True) -> dict:
+def run_cold(path: str, cache_dir: str, streaming: bool = True, fast: bool = True) -> dict:
     import logging
 
+    import memtui.load.fast
     from memtui.cache import ModelCache
     from memtui.open import open_snapshot
+
+    memtui.load.fast.enabled = fast
 
     fallbacks: list[str] = []
 
@@ -85,12 +89,21 @@ def run_cold(path: str, cache_dir: str, streaming: bool = True) -> dict:
     out = {"time_s": elapsed, "peak_rss": peak, "resident": current_rss(), "baseline_rss": base,
            "helper_peak_rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
            "events": sum(len(d.trace) for d in snapshot.devices),
-           "path": "plain" if (fallbacks or not streaming) else "streaming", "fallback": fallbacks[:1]}
+           "path": _path_taken(fallbacks, streaming, fast), "fallback": fallbacks[:2]}
     if cache is not None:
         t = time.perf_counter()
         cache.wait()
         out["cache_write_s"] = time.perf_counter() - t
     return out
+
+
+def _path_taken(fallbacks: list[str], streaming: bool, fast: bool) -> str:
+    """Which decoder built the model, from what the loader logged when it fell back."""
+    if not streaming or any("plain loader" in f for f in fallbacks):
+        return "plain"
+    if not fast or any("without the fast path" in f for f in fallbacks):
+        return "streaming"
+    return "fast (compiled scanner)"
 
 
 def run_warm(path: str, cache_dir: str) -> dict:
@@ -189,7 +202,7 @@ def _frequent_user_file(snapshot, device: int) -> str:
     import numpy as np
 
     stacks = snapshot.stacks
-    per_stack = np.bincount(snapshot.devices[device].trace.stack + 1, minlength=len(stacks) + 1)[1:]
+    per_stack = np.bincount(snapshot.devices[device].trace.stack.astype(np.int64) + 1, minlength=len(stacks) + 1)[1:]
     frame_use = np.zeros(len(snapshot.frames), np.int64)
     for sid in np.flatnonzero(per_stack):
         frame_use[stacks.frame_ids(int(sid))] += per_stack[sid]
@@ -211,6 +224,7 @@ def run_tui(path: str, cache_dir: str) -> dict:
         async with app.run_test(size=(160, 48)) as pilot:
             await pilot.pause()
             out["first_paint_s"] = time.perf_counter() - START
+            out["first_paint_at"] = time.time()  # the parent measures from before it started this process
             for _ in range(3000):
                 if isinstance(app.screen, MainScreen):
                     break
@@ -220,6 +234,7 @@ def run_tui(path: str, cache_dir: str) -> dict:
                 return
             await pilot.pause()
             out["main_screen_s"] = time.perf_counter() - START
+            out["main_screen_at"] = time.time()
             await app.workers.wait_for_complete()
             for name, keys in (("pagedown", ["pagedown"]), ("end", ["end", "home"]), ("o", ["o"]),
                                ("cursor", ["down", "up"])):
@@ -252,6 +267,8 @@ def main() -> int:
         result = run_cold(path, cache_dir)
     elif mode == "plain":
         result = run_cold(path, "", streaming=False)
+    elif mode == "stream":
+        result = run_cold(path, "", fast=False)
     elif mode == "warm":
         result = run_warm(path, cache_dir)
     elif mode == "tui":
