@@ -155,7 +155,8 @@ def _model_from_scan(scanned: Scanned, path: str | os.PathLike) -> Snapshot:
         for f in dataclasses.fields(TraceColumns):
             if f.name in built:  # narrow() below sets the narrow ones' types as TraceBuilder does
                 like = getattr(empty, f.name)
-                values[f.name] = built[f.name] if f.name in NARROW_COLUMNS else built[f.name].astype(like.dtype)
+                values[f.name] = built[f.name] if f.name in NARROW_COLUMNS else \
+                    built[f.name].astype(like.dtype, copy=False)
             elif f.name in _NOT_SCANNED and callable(_NOT_SCANNED[f.name]):
                 values[f.name] = _NOT_SCANNED[f.name]()
             elif f.name in _NOT_SCANNED:

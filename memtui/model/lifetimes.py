@@ -100,7 +100,8 @@ def compute_lifetimes(
 def _narrow(lives: Lifetimes, n: int) -> Lifetimes:
     """Trace indices in int32 where they fit; per-event ids as narrow as they allow."""
     if n < 2**31:
-        lives.start, lives.request, lives.end = (c.astype(np.int32) for c in (lives.start, lives.request, lives.end))
+        lives.start, lives.request, lives.end = (c.astype(np.int32, copy=False)
+                                                 for c in (lives.start, lives.request, lives.end))
     lives.event_version = narrowest(lives.event_version)
     lives.event_life = narrowest(lives.event_life)
     return lives
@@ -110,7 +111,7 @@ def _native_lifetimes(action: np.ndarray, addr: np.ndarray, size: np.ndarray, st
                       request_codes: tuple[int, ...], end_codes: tuple[int, ...]) -> Lifetimes:
     parts = _native.lifetimes(np.ascontiguousarray(action), np.ascontiguousarray(addr), np.ascontiguousarray(size),
                               tuple(start_codes), tuple(request_codes), tuple(end_codes))
-    dtypes = (np.int64, np.int32, np.int64, np.int64, np.int64, np.int64, np.int32, np.int32)
+    dtypes = (np.int64, np.int32, np.int32, np.int32, np.int32, np.int64, np.int32, np.int32)
     a, version, start, request, end, life_size, event_version, event_life = (
         np.frombuffer(part, dtype) for part, dtype in zip(parts, dtypes))
     return Lifetimes(addr=a, version=version, start=start, request=request, end=end, size=life_size,
@@ -135,8 +136,9 @@ def numpy_lifetimes(
     pos = np.int32 if n < 2**31 else np.int64
     idx = np.flatnonzero(np.isin(action, start_codes + request_codes + end_codes)).astype(pos)
     if len(idx) == 0:
-        empty = np.zeros(0, np.int64)
-        return Lifetimes(addr[:0], empty.astype(np.int32), empty, empty, empty, empty, event_version, event_life)
+        empty = np.zeros(0, pos)
+        return Lifetimes(addr[:0], np.zeros(0, np.int32), empty, empty.copy(), empty.copy(), np.zeros(0, np.int64),
+                         event_version, event_life)
 
     codes = sort_codes(addr[idx])
     order = np.argsort(codes, kind="stable")  # idx ascends, so ties keep trace order
@@ -164,13 +166,13 @@ def numpy_lifetimes(
     del new_life, new_addr
 
     def first_of(codes_wanted: tuple[int, ...]) -> np.ndarray:
-        out = np.full(n_lives, NONE, np.int64)
+        out = np.full(n_lives, NONE, pos)
         m = np.flatnonzero(np.isin(sorted_action, codes_wanted))[::-1]
         out[life[m]] = sorted_idx[m]  # reversed, so the earliest event wins
         return out
 
     start = first_of(start_codes)
-    request = first_of(request_codes) if request_codes else np.full(n_lives, NONE, np.int64)
+    request = first_of(request_codes) if request_codes else np.full(n_lives, NONE, pos)
     end = first_of(end_codes)
     # The size of a life is its start's size, or any of its events' when the start is gone.
     life_size = size[sorted_idx[first]].astype(np.int64)

@@ -47,10 +47,35 @@ typedef struct {
     int32_t id;
 } AddrId;
 
-static int by_addr(const void *a, const void *b)
+/* Sort by address (signed), least significant 16 bits first; passes whose digit is the
+ * same for every address (the high bits, mostly) are skipped. */
+static int radix_sort(AddrId *items, Py_ssize_t n)
 {
-    int64_t x = ((const AddrId *)a)->addr, y = ((const AddrId *)b)->addr;
-    return (x > y) - (x < y);
+    AddrId *tmp = malloc((size_t)(n ? n : 1) * sizeof(AddrId));
+    Py_ssize_t *counts = malloc(65536 * sizeof(Py_ssize_t));
+    if (!tmp || !counts) { free(tmp); free(counts); PyErr_NoMemory(); return -1; }
+    AddrId *src = items, *dst = tmp;
+    for (int shift = 0; shift < 64; shift += 16) {
+        memset(counts, 0, 65536 * sizeof(Py_ssize_t));
+        for (Py_ssize_t i = 0; i < n; i++)
+            counts[(((uint64_t)src[i].addr ^ ((uint64_t)1 << 63)) >> shift) & 0xFFFF]++;
+        if (n && counts[(((uint64_t)src[0].addr ^ ((uint64_t)1 << 63)) >> shift) & 0xFFFF] == n) continue;
+        Py_ssize_t total = 0;
+        for (int d = 0; d < 65536; d++) {
+            Py_ssize_t c = counts[d];
+            counts[d] = total;
+            total += c;
+        }
+        for (Py_ssize_t i = 0; i < n; i++)
+            dst[counts[(((uint64_t)src[i].addr ^ ((uint64_t)1 << 63)) >> shift) & 0xFFFF]++] = src[i];
+        AddrId *swap = src;
+        src = dst;
+        dst = swap;
+    }
+    if (src != items) memcpy(items, src, (size_t)n * sizeof(AddrId));
+    free(tmp);
+    free(counts);
+    return 0;
 }
 
 /* Which role an action code plays: 0 none, bit 1 start, bit 2 request, bit 4 end. */
@@ -80,7 +105,8 @@ PyObject *native_lifetimes(PyObject *self, PyObject *args)
     uint8_t *roles = NULL;
     int32_t *ids = NULL, *counts = NULL, *rank = NULL, *order = NULL, *event_version = NULL, *event_life = NULL;
     int32_t *version = NULL;
-    int64_t *life_addr = NULL, *start = NULL, *request = NULL, *end = NULL, *life_size = NULL;
+    int64_t *life_addr = NULL, *life_size = NULL;
+    int32_t *start = NULL, *request = NULL, *end = NULL;  /* trace indices: n < 2**31 */
     AddrId *distinct = NULL;
     Map64 map = {0};
     if (int_view(&ab, &action, "action") || int_view(&rb, &addr, "addr") || int_view(&sb, &size, "size")) goto done;
@@ -124,7 +150,7 @@ PyObject *native_lifetimes(PyObject *self, PyObject *args)
         distinct[map.values[j]] = (AddrId){(int64_t)map.keys[j], map.values[j]};
     }
     map64_free(&map);
-    qsort(distinct, (size_t)u, sizeof(AddrId), by_addr);
+    if (radix_sort(distinct, u) < 0) goto done;
     for (Py_ssize_t r = 0; r < u; r++) rank[distinct[r].id] = (int32_t)r;
     for (Py_ssize_t i = 0; i < n; i++)
         if (ids[i] >= 0) counts[rank[ids[i]] + 1]++;
@@ -138,9 +164,9 @@ PyObject *native_lifetimes(PyObject *self, PyObject *args)
     Py_ssize_t cap = m ? m : 1;
     life_addr = malloc((size_t)cap * sizeof(int64_t));
     version = malloc((size_t)cap * sizeof(int32_t));
-    start = malloc((size_t)cap * sizeof(int64_t));
-    request = malloc((size_t)cap * sizeof(int64_t));
-    end = malloc((size_t)cap * sizeof(int64_t));
+    start = malloc((size_t)cap * sizeof(int32_t));
+    request = malloc((size_t)cap * sizeof(int32_t));
+    end = malloc((size_t)cap * sizeof(int32_t));
     life_size = malloc((size_t)cap * sizeof(int64_t));
     if (!life_addr || !version || !start || !request || !end || !life_size) { PyErr_NoMemory(); goto done; }
     Py_ssize_t lives = 0;
@@ -172,12 +198,12 @@ PyObject *native_lifetimes(PyObject *self, PyObject *args)
     Py_ssize_t L = lives;
     PyObject *parts[8] = {
         buffer_from_memory(life_addr, L * 8), buffer_from_memory(version, L * 4),
-        buffer_from_memory(start, L * 8), buffer_from_memory(request, L * 8), buffer_from_memory(end, L * 8),
+        buffer_from_memory(start, L * 4), buffer_from_memory(request, L * 4), buffer_from_memory(end, L * 4),
         buffer_from_memory(life_size, L * 8), buffer_from_memory(event_version, n * 4),
         buffer_from_memory(event_life, n * 4),
     };
-    life_addr = start = request = end = life_size = NULL;
-    version = event_version = event_life = NULL;
+    life_addr = life_size = NULL;
+    start = request = end = version = event_version = event_life = NULL;
     int ok = 1;
     for (int j = 0; j < 8; j++) ok = ok && parts[j];
     if (ok) result = PyTuple_Pack(8, parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], parts[6], parts[7]);
