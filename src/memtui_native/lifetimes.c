@@ -1,7 +1,7 @@
 /* The pairing of allocations with their frees (memtui/model/lifetimes.py), without a sort
- * of every event: addresses get dense ids from a hash map, only the distinct addresses are
- * sorted, and a stable counting sort puts the events in (address, index) order. The result
- * is the one compute_lifetimes computes with numpy, array for array (tests compare them).
+ * of every event: two passes in event order around a sort of the distinct addresses only
+ * (a hash map gives them dense ids). The result is the one compute_lifetimes computes with
+ * numpy, array for array (tests compare them).
  */
 #include "native.h"
 
@@ -103,7 +103,7 @@ PyObject *native_lifetimes(PyObject *self, PyObject *args)
     if (PyObject_GetBuffer(so, &sb, flags) < 0) { PyBuffer_Release(&ab); PyBuffer_Release(&rb); return NULL; }
     IntView action, addr, size;
     uint8_t *roles = NULL;
-    int32_t *ids = NULL, *counts = NULL, *rank = NULL, *order = NULL, *event_version = NULL, *event_life = NULL;
+    int32_t *ids = NULL, *rank = NULL, *event_version = NULL, *event_life = NULL;
     int32_t *version = NULL;
     int64_t *life_addr = NULL, *life_size = NULL;
     int32_t *start = NULL, *request = NULL, *end = NULL;  /* trace indices: n < 2**31 */
@@ -121,11 +121,16 @@ PyObject *native_lifetimes(PyObject *self, PyObject *args)
     if (roles_from(start_codes, roles, 1) || roles_from(request_codes, roles, 2) || roles_from(end_codes, roles, 4))
         goto done;
 
+    /* In event order: each event's address id (dense, from a hash map) and version (the
+     * ends before it at its address). An address's versions run 0..V without a gap (each
+     * event's is its predecessor's or one more), so its lives are V + 1 and a life's index
+     * is its address's first life plus its version, once addresses are in order. */
     event_version = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
     event_life = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
     ids = malloc((size_t)(n ? n : 1) * sizeof(int32_t));  /* address id per event, -1 when not a life event */
     if (!event_version || !event_life || !ids) { PyErr_NoMemory(); goto done; }
-    Py_ssize_t m = 0, u = 0;
+    Vec ends = {0}, lives_at = {0};  /* int32 per address id */
+    Py_ssize_t u = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         event_version[i] = event_life[i] = -1;
         int64_t code = view_get(&action, i);
@@ -134,34 +139,37 @@ PyObject *native_lifetimes(PyObject *self, PyObject *args)
         int32_t id = map64_get(&map, key, -1);
         if (id < 0) {
             id = (int32_t)u++;
-            if (map64_put(&map, key, id) < 0) goto done;
+            if (map64_put(&map, key, id) < 0 || VEC_PUSH(&ends, int32_t, 0) || VEC_PUSH(&lives_at, int32_t, 0)) {
+                vec_free(&ends);
+                vec_free(&lives_at);
+                goto done;
+            }
         }
         ids[i] = id;
-        m++;
+        int32_t v = VEC_AT(&ends, int32_t, id);
+        event_version[i] = v;
+        if (v >= VEC_AT(&lives_at, int32_t, id)) VEC_AT(&lives_at, int32_t, id) = v + 1;
+        if (roles[code + 32768] & 4) VEC_AT(&ends, int32_t, id)++;
     }
-    /* distinct addresses in order, then a stable counting sort of the events by that order */
+    vec_free(&ends);
+    /* addresses in order; the first life of each */
     distinct = malloc((size_t)(u ? u : 1) * sizeof(AddrId));
-    rank = malloc((size_t)(u ? u : 1) * sizeof(int32_t));
-    counts = calloc((size_t)u + 1, sizeof(int32_t));
-    order = malloc((size_t)(m ? m : 1) * sizeof(int32_t));
-    if (!distinct || !rank || !counts || !order) { PyErr_NoMemory(); goto done; }
+    rank = malloc((size_t)(u ? u : 1) * sizeof(int32_t));  /* then: first life of each address id */
+    if (!distinct || !rank) { vec_free(&lives_at); PyErr_NoMemory(); goto done; }
     for (Py_ssize_t j = 0; j < map.cap; j++) {
         if (map.values[j] == INT32_MIN) continue;
         distinct[map.values[j]] = (AddrId){(int64_t)map.keys[j], map.values[j]};
     }
     map64_free(&map);
-    if (radix_sort(distinct, u) < 0) goto done;
-    for (Py_ssize_t r = 0; r < u; r++) rank[distinct[r].id] = (int32_t)r;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (ids[i] >= 0) counts[rank[ids[i]] + 1]++;
-    for (Py_ssize_t r = 0; r < u; r++) counts[r + 1] += counts[r];
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (ids[i] >= 0) order[counts[rank[ids[i]]]++] = (int32_t)i;
-    free(ids); ids = NULL;
-    free(counts); counts = NULL;
-
-    /* walk the events of each address: a life is a run of one version */
-    Py_ssize_t cap = m ? m : 1;
+    if (radix_sort(distinct, u) < 0) { vec_free(&lives_at); goto done; }
+    int64_t total = 0;
+    for (Py_ssize_t r = 0; r < u; r++) {
+        rank[distinct[r].id] = (int32_t)total;
+        total += VEC_AT(&lives_at, int32_t, distinct[r].id);
+    }
+    vec_free(&lives_at);
+    if (total >= INT32_MAX) { PyErr_SetString(PyExc_OverflowError, "too many lives"); goto done; }
+    Py_ssize_t lives = (Py_ssize_t)total, cap = lives ? lives : 1;
     life_addr = malloc((size_t)cap * sizeof(int64_t));
     version = malloc((size_t)cap * sizeof(int32_t));
     start = malloc((size_t)cap * sizeof(int32_t));
@@ -169,31 +177,22 @@ PyObject *native_lifetimes(PyObject *self, PyObject *args)
     end = malloc((size_t)cap * sizeof(int32_t));
     life_size = malloc((size_t)cap * sizeof(int64_t));
     if (!life_addr || !version || !start || !request || !end || !life_size) { PyErr_NoMemory(); goto done; }
-    Py_ssize_t lives = 0;
-    int64_t prev_addr = 0;
-    int32_t ends = 0, prev_version = -1;
-    for (Py_ssize_t k = 0; k < m; k++) {
-        int32_t i = order[k];
-        int64_t a = view_get(&addr, i);
+    for (Py_ssize_t l = 0; l < lives; l++) version[l] = start[l] = request[l] = end[l] = -1;
+    /* In event order again: the first event of a life gives its address and size (a start's
+     * size wins), and the first event of each role its start, request and end. */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (ids[i] < 0) continue;
+        int32_t v = event_version[i], l = rank[ids[i]] + v;
         uint8_t role = roles[view_get(&action, i) + 32768];
-        if (k == 0 || a != prev_addr) ends = 0;
-        int32_t v = ends;  /* ends before this event at this address */
-        if (k == 0 || a != prev_addr || v != prev_version) {
-            int32_t l = (int32_t)lives++;
-            life_addr[l] = a;
-            version[l] = v;
-            start[l] = request[l] = end[l] = -1;
-            life_size[l] = view_get(&size, i);  /* the first event's, unless there is a start */
-        }
-        int32_t l = (int32_t)(lives - 1);
-        if ((role & 1) && start[l] < 0) { start[l] = i; life_size[l] = view_get(&size, i); }
-        if ((role & 2) && request[l] < 0) request[l] = i;
-        if ((role & 4) && end[l] < 0) end[l] = i;
-        if (role & 4) ends++;
-        event_version[i] = v;
         event_life[i] = l;
-        prev_addr = a;
-        prev_version = v;
+        if (version[l] < 0) {
+            version[l] = v;
+            life_addr[l] = view_get(&addr, i);
+            life_size[l] = view_get(&size, i);
+        }
+        if ((role & 1) && start[l] < 0) { start[l] = (int32_t)i; life_size[l] = view_get(&size, i); }
+        if ((role & 2) && request[l] < 0) request[l] = (int32_t)i;
+        if ((role & 4) && end[l] < 0) end[l] = (int32_t)i;
     }
     Py_ssize_t L = lives;
     PyObject *parts[8] = {
@@ -213,7 +212,7 @@ done:
     PyBuffer_Release(&rb);
     PyBuffer_Release(&sb);
     map64_free(&map);
-    free(roles); free(ids); free(counts); free(rank); free(order); free(distinct);
+    free(roles); free(ids); free(rank); free(distinct);
     free(event_version); free(event_life); free(version);
     free(life_addr); free(start); free(request); free(end); free(life_size);
     return result;
