@@ -6,11 +6,11 @@ import functools
 from pathlib import Path
 
 from memtui.model import Snapshot
-from memtui.open import open_snapshot
 from memtui.tui.app import MemtuiApp
 from memtui.tui.screens.main import MainScreen
 from tests.conftest import SHARED
-from tests.tui.tiny_snapshot import write_tiny_snapshot
+from tests.fixtures.opened import cached
+from tests.fixtures.tiny_snapshot import write_tiny_snapshot
 
 OOM_REAL = SHARED / "oom_real.pickle"
 
@@ -22,10 +22,10 @@ def tiny_path() -> Path:
     return write_tiny_snapshot(Path(tempfile.mkdtemp(prefix="memtui-tiny-")))
 
 
-@functools.cache
 def loaded(path: str) -> Snapshot:
-    """Each file is read once per test session; the app gets the snapshot through a loader."""
-    return open_snapshot(path)
+    """Each file is read once per test session (the one cache, tests/fixtures/opened.py); the
+    app gets the snapshot through a loader."""
+    return cached(str(path))
 
 
 def make_app(path: Path, **kwargs) -> MemtuiApp:

@@ -12,8 +12,8 @@ from memtui.tui.screens.search_results import SearchResultsScreen
 from memtui.tui.widgets.timeline import Timeline
 from memtui.units import format_bytes
 from tests.conftest import truth_for
+from tests.fixtures.tiny_snapshot import SCHEDULE, STACK_OPTIM
 from tests.tui.helpers import OOM_REAL, loaded, make_app, ready, search, settle, tiny_path
-from tests.tui.tiny_snapshot import SCHEDULE, STACK_OPTIM
 
 
 def _require(path):

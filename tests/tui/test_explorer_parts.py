@@ -136,7 +136,7 @@ def test_every_key_is_documented():
 def test_source_lines_are_shown_when_the_file_exists(tmp_path: Path):
     from memtui.model import build_model
     from memtui.tui.inspector_content import InspectOptions, event_lines
-    from tests.tui.tiny_snapshot import tiny_snapshot
+    from tests.fixtures.tiny_snapshot import tiny_snapshot
 
     source = tmp_path / "train.py"
     source.write_text("".join(f"line_{k} = {k}\n" for k in range(1, 101)))

@@ -13,8 +13,8 @@ import pickle
 
 from memtui.open import open_snapshot
 from memtui.tui.app import MemtuiApp
-from tests.test_broken_snapshots import EVIL, hostile_text_snapshot
 from tests.tui.helpers import ready, settle
+from tests.unit.test_broken_snapshots import EVIL, hostile_text_snapshot
 
 
 def screen_lines(app) -> list[str]:

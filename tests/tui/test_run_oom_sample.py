@@ -6,9 +6,9 @@ from __future__ import annotations
 from memtui.model import actions as act
 from memtui.open import open_snapshot
 from memtui.units import format_bytes
-from tests.analysis.test_analysis_screens import open_analysis, report_text
 from tests.conftest import SAMPLES
 from tests.tui.helpers import make_app, ready
+from tests.tui.test_analysis_screens import open_analysis, report_text
 
 RUN_OOM = SAMPLES / "run" / "oom_uncaught.oom.pickle.xz"
 

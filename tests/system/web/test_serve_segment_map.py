@@ -1,0 +1,82 @@
+"""The segment map served to a browser: holes, shades and the legend reach the page.
+
+xterm.js draws block glyphs edge to edge, so a map of full blocks (`█`) became one solid
+shape there. The map now draws full cells seven eighths high with two shades alternating
+per block; this test serves the fragmented fixture, jumps to its OOM, checks that the
+part-free glyphs and the legend arrive, and leaves a screenshot in tests/artifacts/ for
+people to look at.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from memtui.tui.segment_rows import FULL_CHAR, LEVEL_CHARS
+from tests.fixtures.fragmented import write_fragmented_snapshot
+from tests.system.web.test_serve_browser import (
+    ANSI,
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_FLAGS,
+    TerminalText,
+    free_port,
+    wait_for_port,
+)
+
+
+@pytest.fixture
+def fragmented_server():
+    pytest.importorskip("textual_serve", reason="textual-serve not installed (pip install 'memtui[web]')")
+    path = write_fragmented_snapshot(Path(tempfile.mkdtemp(prefix="memtui-serve-")))
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "memtui", "serve", str(path), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        wait_for_port(port, proc)
+        yield port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def test_browser_map_shows_holes_shades_and_legend(fragmented_server):
+    if CHROMIUM is None:
+        pytest.skip("no Chromium installed (apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed")
+    terminal = TerminalText()
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.on("websocket", lambda ws: ws.on("framereceived", terminal.on_frame))
+            page.goto(f"http://127.0.0.1:{fragmented_server}/", wait_until="domcontentloaded")
+            terminal.wait_for(page, r"free_completed")  # event rows are drawn
+            page.locator("#terminal").click()
+            mark = len(terminal.raw)
+            page.keyboard.press("o")
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and "part free" not in _text(terminal, mark):
+                page.wait_for_timeout(200)
+            after = _text(terminal, mark)
+            assert "part free" in after and "largest free" in after, after[-2000:]
+            assert FULL_CHAR in after and any(ch in after for ch in LEVEL_CHARS[1:-1])
+            page.wait_for_timeout(500)
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "serve_segment_map.png"))
+        finally:
+            browser.close()
+
+
+def _text(terminal: TerminalText, start: int) -> str:
+    return ANSI.sub(b"", bytes(terminal.raw[start:])).decode("utf-8", "replace")

@@ -1,0 +1,395 @@
+"""The compiled scanner (memtui/load/fast, src/memtui_native) builds exactly the model the
+reference paths build, or hands the file over: the same model or the same error, always.
+
+Skipped, with the reason, where memtui was installed without a C compiler; CI sets
+MEMTUI_REQUIRE_NATIVE=1 so a missing build fails there instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import struct
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import memtui.load.fast as fast
+from memtui.errors import SnapshotError
+from memtui.load.fast import FastFallback, scan_snapshot
+from memtui.model import actions as act
+from memtui.model import lifetimes
+from memtui.open import open_fast, open_plain, open_snapshot, open_streaming
+from tests.conftest import SHARED, sample_files, scenario_files, shared_params
+from tests.fixtures import variants
+from tests.fixtures.model_equality import assert_same_model
+from tests.fixtures.snapshot_strategies import count_case, fuzz_settings
+from tests.fixtures.snapshot_strategies import snapshots as hostile_snapshots
+
+NOT_BUILT = ("memtui._native is not built (memtui was installed without a working C compiler): the fast path "
+             "is off and files go to the streaming decoder; reinstall with a compiler to test it")
+pytestmark = pytest.mark.skipif(fast._native is None, reason=NOT_BUILT)
+FUZZ = fuzz_settings()
+
+
+def test_ci_builds_the_fast_path():
+    """Where MEMTUI_REQUIRE_NATIVE is set (.ci/run), the build must have worked."""
+    if os.environ.get("MEMTUI_REQUIRE_NATIVE"):
+        assert fast.available(), NOT_BUILT
+
+
+# -- real files: the fast path is taken, and builds the reference model ----------------------
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.name) for p in sample_files() + scenario_files()])
+def test_samples_fast_like_reference(path):
+    got = open_fast(path)
+    if got is None:  # a field the scanner does not read (forward_frames, dict user_metadata, ...)
+        assert path.parent.name == "format", f"{path.name}: a recording of torch that the fast path should read"
+        return
+    assert_same_model(got, open_plain(path))
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", shared_params("*.pickle"))
+def test_shared_snapshots_fast_like_reference(path):
+    got = open_fast(path)
+    assert got is not None, "a torch snapshot must not need the fallback"
+    assert_same_model(got, open_plain(path))
+
+
+@pytest.mark.shared
+def test_big_trace_fast_like_streaming(big_trace):
+    got = open_fast(big_trace)
+    assert got is not None
+    assert_same_model(got, open_streaming(big_trace))
+
+
+def test_progress_counts_file_bytes():
+    path = sample_files()[0]
+    seen = []
+    assert open_fast(path, lambda stage, done, total: seen.append((stage, done, total))) is not None
+    reading = [(done, total) for stage, done, total in seen if stage == "reading"]
+    assert reading and reading[-1] == (path.stat().st_size, path.stat().st_size)
+    assert seen[-1] == ("indexing", 1, 1)
+
+
+def test_a_progress_callback_that_cancels_stops_the_load():
+    class Cancelled(Exception):
+        pass
+
+    def cancel(stage, done, total):
+        raise Cancelled
+
+    with pytest.raises(Cancelled):
+        open_fast(sample_files()[0], cancel)
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 64, 4099])
+def test_any_chunk_boundary_gives_the_same_model(monkeypatch, tmp_path, chunk):
+    """The file is fed in pieces; an entry cut by a piece's end is read again whole."""
+    path = tmp_path / "snap.pickle"
+    path.write_bytes(pickle.dumps(torch_like(entries=300), protocol=4))
+    want = open_plain(path)
+    monkeypatch.setattr(fast, "CHUNK", chunk)
+    assert_same_model(open_fast(path), want)
+    real = SHARED / "train_linear_adam.pickle"
+    if real.exists() and chunk >= 7:
+        assert_same_model(open_fast(real), open_plain(real))
+
+
+def test_a_file_the_scanner_does_not_read_is_logged_and_read_by_the_streaming_decoder(tmp_path, caplog):
+    snap = variants.modern()
+    snap["device_traces"][0][1]["forward_frames"] = ["  File \"train.py\", line 3, in main\n"]
+    path = tmp_path / "forward.pickle"
+    path.write_bytes(pickle.dumps(snap, protocol=4))
+    with caplog.at_level(logging.DEBUG, logger="memtui.load"):
+        assert open_fast(path) is None
+        got = open_snapshot(path, cache=None)
+    assert any("without the fast path" in r.getMessage() and "does not read" in r.getMessage()
+               for r in caplog.records)
+    assert_same_model(got, open_plain(path))
+
+
+def test_without_the_compiled_part_every_file_still_opens(monkeypatch):
+    """What a machine without a C compiler runs: the streaming decoder and numpy lifetimes."""
+    path = sample_files()[0]
+    want = open_snapshot(path, cache=None)
+    monkeypatch.setattr(fast, "enabled", False)
+    monkeypatch.setattr(lifetimes, "use_native", False)
+    assert open_fast(path) is None
+    assert_same_model(open_snapshot(path, cache=None), want)
+
+
+# -- generated snapshots: every layout detail the scanner reads ------------------------------
+
+FX = {"fx_node_op": "call_function", "fx_node_name": "addmm", "fx_node_target": "aten.addmm.default"}
+
+
+def torch_like(entries: int = 50, seed: int = 0, **options) -> dict:
+    """A snapshot written the way torch writes one, with the odd values torch can write."""
+    rng = np.random.default_rng(seed)
+    pool = [{"name": f"f{i}", "filename": f"/src/m{i % 3}.py", "line": int(i * 7)} for i in range(8)]
+    pool.append({"name": "unwind", "filename": "??", "line": (1 << 64) - 1})  # C++ frames: no line
+    pool.append({"name": "g", "filename": "gen.py", "line": 5, **FX})
+    pool.append({"name": "\x1b[2J", "filename": "esc\udcffape.py", "line": -3})
+    blocks_frames = [pool[0], pool[1]]
+    trace, lists = [], []
+    for i in range(entries):
+        action = ["alloc", "free_requested", "free_completed", "segment_alloc", "oom", "mystery"][int(rng.integers(6))]
+        e = {"action": action, "addr": 0x7F0000000000 + 512 * int(rng.integers(40)), "size": int(rng.integers(1 << 33)),
+             "stream": int(rng.integers(3)), "time_us": 1_700_000_000_000_000 + i,
+             "compile_context": "".join(["N", "/A"]), "user_metadata": "" if i % 5 else f"step {i}"}
+        if i % 9 == 1:
+            e["time_us"] = [None, 1.5, float("inf"), float("nan"), True][i % 5]
+        if action == "free_completed" and lists:
+            e["frames"] = lists[-1]
+        elif i % 11 == 3:
+            e["frames"] = blocks_frames  # shared with a block, which comes first in the file
+        elif i % 13 == 4:
+            e["frames"] = []
+        elif i % 17 == 5:
+            e.pop("compile_context")
+        else:
+            e["frames"] = [pool[int(k)] for k in rng.integers(0, len(pool), int(rng.integers(1, 5)))]
+            lists.append(e["frames"])
+        if action == "oom":
+            e["device_free"] = 1 << 34
+        if i % 23 == 7:
+            e["compile_context"] = None
+        trace.append(e)
+    trace.append({"action": "snapshot"})  # a dict of one key: SETITEM, not SETITEMS
+    seg = {"device": 0, "address": 0x7F0000000000, "total_size": 1 << 21, "allocated_size": 512,
+           "active_size": 512, "requested_size": 500, "stream": 0, "segment_type": "large",
+           "segment_pool_id": (0, 0), "is_expandable": False, "frames": [],
+           "blocks": [{"address": 0x7F0000000000, "size": 512, "requested_size": 500, "state": "active_allocated",
+                       "frames": blocks_frames}]}
+    snap = {"segments": [seg], "device_traces": [trace, [], [dict(e) for e in trace[:3]]],
+            "allocator_settings": {"expandable_segments": False, "big": 1 << 80},
+            "external_annotations": [{"stage": "START", "name": "step", "device": 0, "time_us": 5}]}
+    snap.update(options)
+    return snap
+
+
+@pytest.mark.parametrize("protocol", [2, 3, 4, 5])
+def test_generated_torch_like_snapshots_take_the_fast_path(tmp_path, protocol):
+    path = tmp_path / f"gen{protocol}.pickle"
+    for seed in range(3):
+        path.write_bytes(pickle.dumps(torch_like(entries=2500, seed=seed), protocol=protocol))
+        got = open_fast(path)
+        assert got is not None
+        assert_same_model(got, open_plain(path))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                 HealthCheck.too_slow])
+@given(entries=st.integers(0, 120), seed=st.integers(0, 1 << 16), protocol=st.integers(2, 5),
+       dropped=st.sets(st.sampled_from(["segments", "allocator_settings", "external_annotations"])))
+def test_generated_snapshots_fast_like_plain(tmp_path, entries, seed, protocol, dropped):
+    snap = torch_like(entries=entries, seed=seed)
+    for key in dropped:
+        snap.pop(key)
+    path = tmp_path / f"gen{protocol}.pickle"
+    path.write_bytes(pickle.dumps(snap, protocol=protocol))
+    got = open_fast(path)
+    assert got is not None
+    assert_same_model(got, open_plain(path))
+
+
+# -- hostile and broken files: the same model or the same one-line error as before -------------
+
+def reference_outcome(path, monkeypatch):
+    """open_snapshot as it was before the fast path: the streaming decoder, then the plain path."""
+    with monkeypatch.context() as m:
+        m.setattr(fast, "enabled", False)
+        return outcome(path)
+
+
+def outcome(path):
+    try:
+        return open_snapshot(path, cache=None)
+    except SnapshotError as exc:
+        return (type(exc), exc.message)
+
+
+def assert_same_outcome(got, want) -> None:
+    if isinstance(want, tuple) or isinstance(got, tuple):
+        assert got == want
+    else:
+        assert_same_model(got, want)
+
+
+MUTATION_BASES = [pickle.dumps(variants.modern(), protocol=4), pickle.dumps(torch_like(entries=120), protocol=4)]
+if (SHARED / "multistream.pickle").exists():
+    MUTATION_BASES.append((SHARED / "multistream.pickle").read_bytes())
+
+
+@FUZZ
+@given(data=st.data())
+def test_byte_mutations_fast_like_reference(tmp_path, monkeypatch, data):
+    count_case("fast path byte mutations")
+    base = MUTATION_BASES[data.draw(st.integers(0, len(MUTATION_BASES) - 1), label="base")]
+    edits = data.draw(st.lists(st.tuples(st.integers(0, len(base) - 1), st.integers(0, 255)), min_size=1,
+                               max_size=8), label="edits")
+    cut = data.draw(st.integers(1, len(base)), label="cut")
+    mutated = bytearray(base)
+    for pos, value in edits:
+        mutated[pos] = value
+    path = tmp_path / "mutated.pickle"
+    path.write_bytes(bytes(mutated[:cut]))
+    assert_same_outcome(outcome(path), reference_outcome(path, monkeypatch))
+
+
+def dump(snapshot: dict, protocol: int) -> bytes:
+    import sys
+
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 20_000))
+    try:
+        return pickle.dumps(snapshot, protocol=protocol)
+    finally:
+        sys.setrecursionlimit(old)
+
+
+@FUZZ
+@given(snapshot=hostile_snapshots, protocol=st.integers(2, 5))
+def test_hostile_values_fast_like_reference(tmp_path, monkeypatch, snapshot, protocol):
+    count_case("fast path hostile values")
+    path = tmp_path / "fuzz.pickle"
+    path.write_bytes(dump(snapshot, protocol))
+    assert_same_outcome(outcome(path), reference_outcome(path, monkeypatch))
+
+
+REFUSED = {
+    "GLOBAL": b"cos\nsystem\n", "STACK_GLOBAL": b"\x8c\x02os\x8c\x06system\x93", "REDUCE": b")R", "BUILD": b"}b",
+    "INST": b"(ios\nsystem\n", "OBJ": b"()o", "NEWOBJ": b")\x81", "NEWOBJ_EX": b"))}\x92", "EXT1": b"\x82\x01",
+    "EXT2": b"\x83\x01\x00", "EXT4": b"\x84\x01\x00\x00\x00", "PERSID": b"Pid\n", "BINPERSID": b"N" + b"Q",
+}
+
+
+@pytest.mark.parametrize("where", ["before the traces", "inside an entry", "after the traces"])
+@pytest.mark.parametrize("name", list(REFUSED))
+def test_opcodes_that_run_code_are_refused(tmp_path, name, where):
+    """The scanner runs nothing and builds nothing for them: the plain path refuses the file by
+    the name of what it asks for, exactly as without the fast path."""
+    marker = b"MARKER-VALUE-XYZ"
+    snap = torch_like(entries=20)
+    if where == "before the traces":
+        snap["segments"][0]["segment_type"] = marker.decode()
+    elif where == "inside an entry":
+        snap["device_traces"][0][10]["user_metadata"] = marker.decode()
+    else:
+        snap["external_annotations"][0]["name"] = marker.decode()
+    data = pickle.dumps(snap, protocol=4)
+    needle = b"\x8c" + bytes([len(marker)]) + marker
+    assert data.count(needle) == 1
+    evil = REFUSED[name]
+    if name == "PERSID":
+        data = data.replace(needle, evil + b"N0" * 0)
+    path = tmp_path / "evil.pickle"
+    path.write_bytes(data.replace(needle, evil))
+    with pytest.raises(FastFallback):
+        scan_snapshot(path)
+    with pytest.raises(SnapshotError) as fast_error:
+        open_snapshot(path, cache=None)
+    with pytest.raises(SnapshotError) as plain_error:
+        open_snapshot(path, streaming=False, cache=None)
+    assert fast_error.value.message == plain_error.value.message
+    assert "\n" not in fast_error.value.message
+
+
+CLAIMS = {"<Q": 1 << 40, "<I": (1 << 32) - 1, "<i": (1 << 31) - 1}
+
+
+@pytest.mark.parametrize("opcode,length", [(b"\x8d", "<Q"), (b"\x8e", "<Q"), (b"X", "<I"), (b"\x95", "<Q"),
+                                           (b"\x8b", "<i")])
+def test_declared_lengths_never_allocate(tmp_path, opcode, length):
+    """A claim of gigabytes, at the start or inside an entry: refused at once, as before."""
+    for where in ("start", "entry"):
+        if where == "start":
+            data = b"\x80\x04" + opcode + struct.pack(length, CLAIMS[length]) + b"."
+        else:
+            snap = torch_like(entries=20)
+            snap["device_traces"][0][5]["user_metadata"] = "CLAIM-HERE-ABC"
+            data = pickle.dumps(snap, protocol=4)
+            claim = opcode + struct.pack(length, CLAIMS[length])
+            data = data.replace(b"\x8c\x0eCLAIM-HERE-ABC", claim)
+        path = tmp_path / f"claim-{where}.pickle"
+        path.write_bytes(data)
+        start = time.monotonic()
+        with pytest.raises(FastFallback):
+            scan_snapshot(path)
+        with pytest.raises(SnapshotError) as refused:
+            open_snapshot(path, cache=None)
+        assert time.monotonic() - start < 5
+        with pytest.raises(SnapshotError) as plain:
+            open_snapshot(path, streaming=False, cache=None)
+        assert refused.value.message == plain.value.message
+
+
+def test_a_trace_list_referred_to_twice_is_not_read_as_two_traces(tmp_path):
+    snap = variants.modern()
+    trace = snap["device_traces"][0] * 300
+    snap["device_traces"] = [trace, trace]
+    path = tmp_path / "twice.pickle"
+    path.write_bytes(pickle.dumps(snap, protocol=4))
+    with pytest.raises(FastFallback, match="never to be referred|trace, an entry"):
+        scan_snapshot(path)
+    assert_same_model(open_snapshot(path, cache=None), open_plain(path))
+
+
+def test_an_entry_referred_to_outside_its_trace(tmp_path):
+    snap = torch_like(entries=30)
+    snap["external_annotations"] = [snap["device_traces"][0][4]]
+    path = tmp_path / "shared_entry.pickle"
+    path.write_bytes(pickle.dumps(snap, protocol=4))
+    assert open_fast(path) is None
+    assert_same_model(open_snapshot(path, cache=None), open_plain(path))
+
+
+def test_a_frame_list_changed_after_an_entry_used_it(tmp_path):
+    """A block's frame list that an entry used, then appended to by the file: the scanner
+    interned the list as it was when the entry used it, so it hands the file over."""
+    import pickletools
+
+    snap = torch_like(entries=30)
+    block_frames = snap["segments"][0]["blocks"][0]["frames"]
+    block_frames.insert(0, {"name": "b", "filename": "BLOCKFRAMES.py", "line": 1})
+    data = pickle.dumps(snap, protocol=2)
+    last_list = index = None
+    previous = None
+    for op, arg, _ in pickletools.genops(data):
+        if previous == "EMPTY_LIST" and op.name in ("BINPUT", "LONG_BINPUT"):
+            last_list = arg
+        if arg == "BLOCKFRAMES.py" and index is None:
+            index = last_list
+        previous = op.name
+    assert index is not None and data.endswith(b"u.")
+    get = b"h" + bytes([index]) if index < 256 else b"j" + struct.pack("<I", index)
+    path = tmp_path / "changed.pickle"
+    path.write_bytes(data[:-2] + get + b"}a0" + b"u.")  # GET the list, append {}, POP it
+    assert open_fast(path) is None
+    assert_same_model(open_snapshot(path, cache=None), open_plain(path))
+
+
+# -- the compiled pairing of allocations and frees ------------------------------------------------
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(0, 400), seed=st.integers(0, 1 << 30), addresses=st.integers(1, 12))
+def test_native_lifetimes_equal_numpy(n, seed, addresses):
+    if lifetimes._native is None:
+        pytest.skip(NOT_BUILT)
+    rng = np.random.default_rng(seed)
+    action = rng.integers(0, 12, n).astype(np.int16)
+    addr = (rng.integers(0, addresses, n) * 512 - rng.integers(0, 2, n) * (1 << 62)).astype(np.int64)
+    size = rng.integers(-5, 1 << 40, n).astype(np.int64)
+    for codes in ((act.BLOCK_START, (act.FREE_REQUESTED,), act.BLOCK_END), (act.SEGMENT_START, (), act.SEGMENT_END),
+                  (act.BLOCK_START, (), act.BLOCK_END)):
+        got = lifetimes._narrow(lifetimes._native_lifetimes(action, addr, size, *codes), n)
+        want = lifetimes._narrow(lifetimes.numpy_lifetimes(action, addr, size, *codes), n)
+        for name in ("addr", "version", "start", "request", "end", "size", "event_version", "event_life"):
+            a, b = getattr(got, name), getattr(want, name)
+            assert a.dtype == b.dtype and np.array_equal(a, b), name

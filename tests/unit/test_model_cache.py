@@ -1,0 +1,181 @@
+"""The model cache: hits, misses, corruption, an unwritable folder, and exact round trips."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from memtui import cli
+from memtui.cache import ModelCache
+from memtui.cache.fileformat import FORMAT_VERSION
+from memtui.open import open_plain, open_snapshot
+from tests.conftest import sample_files, shared_params
+from tests.fixtures.model_equality import assert_same_model
+
+SAMPLE = sample_files()[0]
+
+
+@pytest.fixture
+def snap(tmp_path) -> Path:
+    """A private copy of a sample, so the test may change it."""
+    folder = tmp_path / "snapshots"
+    folder.mkdir()
+    path = folder / SAMPLE.name
+    shutil.copyfile(SAMPLE, path)
+    return path
+
+
+def cache_files(cache: ModelCache) -> list[str]:
+    return sorted(os.listdir(cache.folder)) if os.path.isdir(cache.folder) else []
+
+
+def warm(path, cache: ModelCache):
+    open_snapshot(path, cache=cache)
+    cache.wait()
+
+
+def test_hit_returns_the_same_model(snap, tmp_path):
+    cache = ModelCache(str(tmp_path / "cache"))
+    fresh = open_snapshot(snap, cache=cache)
+    cache.wait()
+    assert len(cache_files(cache)) == 1
+    cached = cache.load(snap)
+    assert cached is not None
+    assert_same_model(cached, fresh)
+    assert cached.source_path == os.fspath(snap)
+
+
+def test_reading_never_writes_next_to_the_snapshot(snap, tmp_path):
+    before = sorted(os.listdir(snap.parent))
+    cache = ModelCache(str(tmp_path / "cache"))
+    warm(snap, cache)
+    open_snapshot(snap, cache=cache)
+    assert sorted(os.listdir(snap.parent)) == before
+
+
+def test_miss_after_the_file_changes(snap, tmp_path):
+    cache = ModelCache(str(tmp_path / "cache"))
+    warm(snap, cache)
+    assert cache.load(snap) is not None
+    other = sample_files()[1]
+    shutil.copyfile(other, snap)  # new content, size and mtime
+    assert cache.load(snap) is None
+    rebuilt = open_snapshot(snap, cache=cache)
+    assert_same_model(rebuilt, open_plain(other))
+
+
+def test_miss_when_only_the_mtime_changes(snap, tmp_path):
+    cache = ModelCache(str(tmp_path / "cache"))
+    warm(snap, cache)
+    st = snap.stat()
+    os.utime(snap, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert cache.load(snap) is None
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip_array_byte", "flip_meta_byte", "garbage", "empty"])
+def test_corrupt_cache_is_rebuilt(snap, tmp_path, damage):
+    cache = ModelCache(str(tmp_path / "cache"))
+    fresh = open_snapshot(snap, cache=cache)
+    cache.wait()
+    entry = cache.path_for(snap)
+    data = bytearray(Path(entry).read_bytes())
+    if damage == "truncate":
+        data = data[: len(data) - 100]
+    elif damage == "flip_array_byte":
+        data[-5000] ^= 0xFF  # inside the last arrays
+    elif damage == "flip_meta_byte":
+        data[40] ^= 0x01
+    elif damage == "garbage":
+        data = bytearray(os.urandom(len(data)))
+    else:
+        data = bytearray()
+    Path(entry).write_bytes(bytes(data))
+    assert cache.load(snap) is None  # never trusted
+    again = open_snapshot(snap, cache=cache)
+    cache.wait()
+    assert_same_model(again, fresh)
+    assert cache.load(snap) is not None  # and written again, whole
+
+
+def test_unwritable_cache_folder_falls_back_with_one_warning(snap, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    warnings: list[str] = []
+    cache = ModelCache(str(blocker / "cache"), warn=warnings.append)
+    first = open_snapshot(snap, cache=cache)
+    second = open_snapshot(snap, cache=cache)
+    cache.wait()
+    assert_same_model(first, second)
+    assert len(warnings) == 1 and "\n" not in warnings[0] and "cache" in warnings[0]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes to read-only folders")
+def test_read_only_cache_folder_falls_back(snap, tmp_path):
+    folder = tmp_path / "ro"
+    (folder / f"v{FORMAT_VERSION}").mkdir(parents=True)
+    os.chmod(folder / f"v{FORMAT_VERSION}", 0o555)
+    warnings: list[str] = []
+    cache = ModelCache(str(folder), warn=warnings.append)
+    open_snapshot(snap, cache=cache)
+    cache.wait()
+    assert len(warnings) == 1
+
+
+def test_two_writers_leave_one_good_file(snap, tmp_path):
+    a, b = ModelCache(str(tmp_path / "cache")), ModelCache(str(tmp_path / "cache"))
+    model = open_snapshot(snap, cache=None)
+    a.store(snap, model, background=True)
+    b.store(snap, model, background=True)
+    a.wait()
+    b.wait()
+    assert [n for n in cache_files(a) if not n.startswith(".tmp-")] == [os.path.basename(a.path_for(snap))]
+    assert_same_model(a.load(snap), model)
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.name) for p in sample_files()])
+def test_round_trip_of_every_sample(path, tmp_path):
+    cache = ModelCache(str(tmp_path / "cache"))
+    fresh = open_snapshot(path, cache=cache)
+    cache.wait()
+    assert_same_model(cache.load(path), fresh)
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", shared_params("*.pickle"))
+def test_round_trip_of_shared_snapshots(path, tmp_path):
+    cache = ModelCache(str(tmp_path / "cache"))
+    fresh = open_snapshot(path, cache=cache)
+    cache.wait()
+    cached = cache.load(path)
+    assert_same_model(cached, fresh)
+    # Derived figures the views use come out the same from mapped columns.
+    for got, want in zip(cached.devices, fresh.devices):
+        assert (got.reserved, got.allocated, got.active) == (want.reserved, want.allocated, want.active)
+
+
+def test_cached_columns_are_writable_copies(snap, tmp_path):
+    cache = ModelCache(str(tmp_path / "cache"))
+    warm(snap, cache)
+    cached = cache.load(snap)
+    column = cached.devices[0].trace.size
+    column[:1] = 12345  # private pages: the change stays in this process
+    assert cache.load(snap).devices[0].trace.size[0] != 12345 or len(column) == 0
+
+
+def test_command_line_options(snap, tmp_path, capsys):
+    folder = tmp_path / "cli-cache"
+    assert cli.main(["info", str(snap), "--cache-dir", str(folder)]) == 0
+    assert len(os.listdir(folder / f"v{FORMAT_VERSION}")) == 1
+    assert cli.main(["--cache-dir", str(folder), "info", str(snap)]) == 0  # a hit, before the command too
+    other = tmp_path / "other-cache"
+    assert cli.main(["info", "--no-cache", "--cache-dir", str(other), str(snap)]) == 0
+    assert not other.exists()
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    capsys.readouterr()
+    assert cli.main(["info", str(snap), "--cache-dir", str(blocker / "c")]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cache off" in err
