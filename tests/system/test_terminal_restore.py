@@ -182,7 +182,7 @@ def test_a_second_signal_of_another_kind_acts_at_once(tmp_path, tiny):
     try:
         run.read_until(b"WEDGED")
         os.kill(run.process.pid, signal.SIGHUP)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 15  # generous: on a loaded machine the handler runs late
         while catches(run.process.pid, signal.SIGTERM):  # until the first one's handler has run
             assert time.monotonic() < deadline, "SIGTERM is still caught after SIGHUP"
             time.sleep(0.02)
