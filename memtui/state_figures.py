@@ -26,7 +26,7 @@ import numpy as np
 
 from memtui.model import DeviceModel
 from memtui.model.lifetimes import NONE
-from memtui.model.segments import ALLOCATED, PENDING_FREE, pool_kind, pool_name
+from memtui.model.segments import ALLOCATED, PENDING_FREE, pool_name
 from memtui.model.strings import StringTable
 from memtui.replay import AllocatorState
 from memtui.units import format_bytes, plural
@@ -112,14 +112,7 @@ class SegmentPools:
         pool = self.pool_id(s)
         if pool is None:
             return "" if not self.private[s] else "p"
-        kind = pool_kind(pool)
-        if kind == "default":
-            return ""
-        if kind == "graph":
-            return f"g{pool[0]}"
-        if kind == "mempool":
-            return f"m{pool[1]}"
-        return "p"
+        return pool_name(pool, short=True)
 
     def usable(self, state: AllocatorState, pool: str, stream: int | None = None) -> np.ndarray:
         """Mask of the segments a request of ``pool`` (on ``stream``, if given) may take memory from."""

@@ -155,18 +155,19 @@ def pool_kind(pool: tuple) -> str:
     return "private"
 
 
-def pool_name(pool: tuple) -> str:
+def pool_name(pool: tuple, short: bool = False) -> str:
     """How a pool is named in every view: ``default pool``, ``graph pool 1`` (a CUDA graph's
-    own), ``mempool 2`` (MemPool / graph_pool_handle), else ``pool (a, b)``."""
+    own), ``mempool 2`` (MemPool / graph_pool_handle), else ``pool (a, b)``. ``short`` gives
+    the map's two-character tag: '' for the default pool, ``g1``, ``m2``, ``p``."""
     pool = tuple(pool)
     kind = pool_kind(pool)
     if kind == "default":
-        return "default pool"
+        return "" if short else "default pool"
     if kind == "graph":
-        return f"graph pool {pool[0]}"
+        return f"g{pool[0]}" if short else f"graph pool {pool[0]}"
     if kind == "mempool":
-        return f"mempool {pool[1]}"
-    return f"pool ({', '.join(map(str, pool))})"
+        return f"m{pool[1]}" if short else f"mempool {pool[1]}"
+    return "p" if short else f"pool ({', '.join(map(str, pool))})"
 
 
 def _pool_key(pool: object) -> tuple:

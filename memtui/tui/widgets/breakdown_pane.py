@@ -7,23 +7,20 @@ allocation, then the largest call sites of each category.
 
 from __future__ import annotations
 
-from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding
-from textual.geometry import Size
 from textual.message import Message
-from textual.scroll_view import ScrollView
-from textual.strip import Strip
 
 from memtui.analysis.breakdown import Breakdown
 from memtui.tui.stacked_plot import CATEGORY_COLOURS, category_css
+from memtui.tui.widgets.styled_lines import StyledLines
 from memtui.units import format_bytes
 
 # A line is a list of (text, style); a style is a component class suffix or ("category", k).
 _STYLES = ("title", "muted", "value", "site")
 
 
-class BreakdownPane(ScrollView, can_focus=True):
+class BreakdownPane(StyledLines, can_focus=True):
     """Shows one :class:`Breakdown`; Enter asks for the call tree at the same event."""
 
     DEFAULT_CSS = """
@@ -55,51 +52,22 @@ class BreakdownPane(ScrollView, can_focus=True):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._lines: list[list[tuple[str, object]]] = []
-        self._strips: dict[int, Strip] = {}
         self.breakdown: Breakdown | None = None
-
-    @property
-    def text(self) -> str:
-        return "\n".join("".join(t for t, _ in line) for line in self._lines)
 
     def show_message(self, text: str) -> None:
         """A line of its own (while the categories are being worked out, or why there are none)."""
         self.breakdown = None
-        self._set_lines([[(text, "muted")]])
+        self.set_lines([[(text, "muted")]])
 
     def show(self, result: Breakdown, sites_per_category: int = 2, hint: bool = True) -> None:
         self.breakdown = result
-        self._set_lines(breakdown_lines(result, sites_per_category, hint))
+        self.set_lines(breakdown_lines(result, sites_per_category, hint))
 
-    def _set_lines(self, lines: list[list[tuple[str, object]]]) -> None:
-        self._lines = lines
-        self._strips.clear()
-        width = max((sum(len(t) for t, _ in line) for line in lines), default=0)
-        self.virtual_size = Size(width + 1, len(lines))
-        self.refresh()
-
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._strips.clear()
-
-    def _style(self, style: object) -> Style:
+    def rich_style_of(self, style: object) -> Style:
         if isinstance(style, tuple):
             k = min(int(style[1]), len(CATEGORY_COLOURS) - 1)
             return self.get_component_rich_style(f"breakdown-pane--category-{k}")
         return self.get_component_rich_style(f"breakdown-pane--{style}")
-
-    def render_line(self, y: int) -> Strip:
-        scroll_x, scroll_y = self.scroll_offset
-        width = self.scrollable_content_region.width
-        k = scroll_y + y
-        if not 0 <= k < len(self._lines):
-            return Strip.blank(width, self.rich_style)
-        strip = self._strips.get(k)
-        if strip is None:
-            strip = Strip([Segment(text, self._style(style)) for text, style in self._lines[k]])
-            self._strips[k] = strip
-        return strip.crop_extend(scroll_x, scroll_x + width, self.rich_style)
 
     def action_tree(self) -> None:
         self.post_message(self.TreeRequested())

@@ -8,14 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rich.segment import Segment
-from rich.text import Text
+from rich.style import Style
 from textual.binding import Binding
-from textual.geometry import Size
-from textual.scroll_view import ScrollView
-from textual.strip import Strip
 
 from memtui.tui.inspector_content import InspectOptions, Line
+from memtui.tui.widgets.styled_lines import StyledLines
 
 _STYLE_CLASS = {
     "title": "stack-inspector--title", "section": "stack-inspector--section", "label": "stack-inspector--label",
@@ -26,7 +23,7 @@ _STYLE_CLASS = {
 }
 
 
-class StackInspector(ScrollView, can_focus=True):
+class StackInspector(StyledLines, can_focus=True):
     """Shows lines produced by ``memtui.tui.inspector_content`` for the current selection."""
 
     DEFAULT_CSS = """
@@ -61,14 +58,7 @@ class StackInspector(ScrollView, can_focus=True):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.options = InspectOptions()
-        self._lines: list[Line] = []
-        self._strips: dict[int, Strip] = {}
         self._source: Callable[[InspectOptions], list[Line]] | None = None
-
-    @property
-    def text(self) -> str:
-        """Plain text of everything shown (for tests and copy)."""
-        return "\n".join("".join(t for t, _ in line) for line in self._lines)
 
     def show(self, source: Callable[[InspectOptions], list[Line]], keep_scroll: bool = False) -> None:
         """Show what ``source(options)`` returns; it is called again when options change."""
@@ -80,28 +70,8 @@ class StackInspector(ScrollView, can_focus=True):
         self._rebuild(keep_scroll=True)
 
     def _rebuild(self, keep_scroll: bool) -> None:
-        self._lines = self._source(self.options) if self._source else []
-        self._strips.clear()
-        width = max((sum(Text(t).cell_len for t, _ in line) for line in self._lines), default=0)
-        self.virtual_size = Size(width + 1, len(self._lines))
-        if not keep_scroll:
-            self.scroll_to(0, 0, animate=False)
-        self.refresh()
+        self.set_lines(self._source(self.options) if self._source else [], keep_scroll)
 
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._strips.clear()
+    def rich_style_of(self, style: object) -> Style:
+        return self.get_component_rich_style(_STYLE_CLASS.get(style, "stack-inspector--value"))
 
-    def render_line(self, y: int) -> Strip:
-        scroll_x, scroll_y = self.scroll_offset
-        width = self.scrollable_content_region.width
-        k = scroll_y + y
-        if not 0 <= k < len(self._lines):
-            return Strip.blank(width, self.rich_style)
-        strip = self._strips.get(k)
-        if strip is None:
-            segments = [Segment(text, self.get_component_rich_style(_STYLE_CLASS.get(style, "stack-inspector--value")))
-                        for text, style in self._lines[k]]
-            strip = Strip(segments)
-            self._strips[k] = strip
-        return strip.crop_extend(scroll_x, scroll_x + width, self.rich_style)
