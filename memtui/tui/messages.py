@@ -15,6 +15,7 @@ from textual.message import Message
 
 from memtui.export.writer import ExportResult
 from memtui.model import Snapshot
+from memtui.tui.breakdown_view import DeviceBreakdown
 from memtui.tui.device_view import DeviceView
 from memtui.tui.log_scope import Filter
 from memtui.tui.search import SearchResult
@@ -103,3 +104,11 @@ class ExportProgress(Latest):
 class ExportFinished(Message):
     result: ExportResult | None
     error: str | None
+
+
+@dataclass
+class BreakdownReady(Message):
+    """A device's categories are decided (or could not be: ``error``)."""
+
+    model: DeviceBreakdown | None
+    error: str = ""

@@ -30,14 +30,15 @@ from memtui.query import FilterError
 from memtui.tui import navigation
 from memtui.tui.analysis_actions import ANALYSIS_KEYS, ANALYSIS_PALETTE, analysis_screen
 from memtui.tui.analysis_jumps import AnalysisJump
-from memtui.tui.breakdown_actions import BREAKDOWN_KEYS, BREAKDOWN_PALETTE, BreakdownActions
+from memtui.tui.breakdown_controller import BREAKDOWN_KEYS, BREAKDOWN_PALETTE, BreakdownController
 from memtui.tui.device_view import DeviceView, build_device_view
 from memtui.tui.filter_actions import FILTER_KEYS, FILTER_PALETTE
 from memtui.tui.inspector_content import block_lines, event_lines, segment_lines
 from memtui.tui.keys import key_label
 from memtui.tui.log_scope import ALL, Filter, LogScope, Site, filter_scope
-from memtui.tui.messages import DeviceReady, FilterDone, SearchDone
+from memtui.tui.messages import BreakdownReady, DeviceReady, FilterDone, SearchDone
 from memtui.tui.search import SearchResult, run_search
+from memtui.tui.widgets.breakdown_pane import BreakdownPane
 from memtui.tui.widgets.event_log import EventLog
 from memtui.tui.widgets.filter_bar import FilterBar
 from memtui.tui.widgets.search_bar import SearchBar
@@ -86,7 +87,7 @@ TIMELINE_MIN_HEIGHT = 30  # the plot hides until t asks for it (80x24: 8 event r
 TINY_HEIGHT = 16  # the summary hides and the event log takes 3/5 of what is left (40x12)
 
 
-class MainScreen(BreakdownActions, Screen):
+class MainScreen(Screen):
     BINDINGS = [Binding(key, action, description, show=show) for key, action, description, show in
                 sorted(SCREEN_KEYS, key=lambda k: FOOTER_ORDER.index(k[0]) if k[0] in FOOTER_ORDER else 99)]
 
@@ -98,6 +99,7 @@ class MainScreen(BreakdownActions, Screen):
         self._show_source = show_source
         self._search: SearchResult | None = None  # what n/N step through
         self.scope: LogScope = ALL  # what the event log lists: change it with set_scope
+        self.breakdown = BreakdownController(self)  # b, B and T: memory by category
         self._filter_text = ""  # the filter asked for: the scope's, or one still computing
         self._timeline_wanted: bool | None = None  # None: shown when the terminal is tall enough
 
@@ -252,6 +254,25 @@ class MainScreen(BreakdownActions, Screen):
         if view.n_events:
             self.go_to(int(view.allocated.argmax()))
             self.status.say(f"peak allocated: {format_bytes(view.peak_allocated)}")
+
+    # -- by category (memtui/tui/breakdown_controller.py) ---------------------------------------------
+    def action_breakdown(self) -> None:
+        self.breakdown.toggle_pane()
+
+    def action_breakdown_tree(self) -> None:
+        self.breakdown.open_tree()
+
+    def action_toggle_stacked(self) -> None:
+        self.breakdown.toggle_stacked()
+
+    def on_breakdown_ready(self, message: BreakdownReady) -> None:
+        self.breakdown.ready(message)
+
+    def on_timeline_cursor_changed(self, message: Timeline.CursorChanged) -> None:
+        self.breakdown.cursor_changed(message.event)
+
+    def on_breakdown_pane_tree_requested(self, _: BreakdownPane.TreeRequested) -> None:
+        self.breakdown.open_tree()
 
     def action_toggle_timeline(self) -> None:
         self._timeline_wanted = not self.query_one(Timeline).display

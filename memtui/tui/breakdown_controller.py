@@ -2,22 +2,19 @@
 stack inspector (and follows the cursor), `B` opens the live set as a call tree at the
 cursor, `T` draws the timeline stacked by category.
 
-Mixed into the main screen, which provides ``current_view``, ``cursor``, ``inspector``,
-``segment_map``, ``status``, ``go_to`` and ``action_toggle_timeline``. Every category is
-decided once per device in a worker (memtui/tui/breakdown_view.py); after that a cursor
-move costs one sum over the live set the explorer has already replayed.
+A controller the main screen owns (``screen.breakdown``) and hands its keys and messages to;
+it reads only the screen's public parts (``current_view``, ``cursor``, ``inspector``,
+``segment_map``, ``status``, ``go_to``, ``action_toggle_timeline``) and keeps its own state.
+Every category is decided once per device in a worker (memtui/tui/breakdown_view.py); after
+that a cursor move costs one sum over the live set the explorer has already replayed.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from textual import work
-from textual.message import Message
-
 from memtui.analysis.category_rules import CategoryRules, load_rules
 from memtui.errors import MemtuiError
 from memtui.tui.breakdown_view import DeviceBreakdown, build_device_breakdown
+from memtui.tui.messages import BreakdownReady
 from memtui.tui.widgets.breakdown_pane import BreakdownPane
 from memtui.tui.widgets.timeline import Timeline
 
@@ -36,131 +33,127 @@ BREAKDOWN_PALETTE = [
 ]
 
 
-@dataclass
-class BreakdownReady(Message):
-    """A device's categories are decided (or could not be: ``error``)."""
-
-    model: DeviceBreakdown | None
-    error: str = ""
-
-
-class BreakdownActions:
-    _breakdowns: dict[int, DeviceBreakdown] | None = None
-    _breakdown_wanted: str | None = None  # what to show when the categories arrive
-    _stacked_wanted = False
-    _category_rules: CategoryRules | None = None
+class BreakdownController:
+    def __init__(self, screen) -> None:
+        self.screen = screen
+        self._breakdowns: dict[int, DeviceBreakdown] = {}
+        self._breakdown_wanted: str | None = None  # what to show when the categories arrive
+        self._stacked_wanted = False
+        self._category_rules: CategoryRules | None = None
 
     # -- keys ----------------------------------------------------------------------------------
-    def action_breakdown(self) -> None:
+    def toggle_pane(self) -> None:
         if self._breakdown_pane() is not None:
             self._close_breakdown_pane()
-            self.status.say("stack inspector")
+            self.screen.status.say("stack inspector")
             return
         self._open_breakdown_pane()
         self._with_breakdown("pane")
 
-    def action_breakdown_tree(self) -> None:
+    def open_tree(self) -> None:
         self._with_breakdown("tree")
 
-    def action_toggle_stacked(self) -> None:
-        timeline = self.query_one(Timeline)
+    def toggle_stacked(self) -> None:
+        timeline = self.screen.query_one(Timeline)
         if timeline.stacked:
             self._stacked_wanted = False
             timeline.set_stacked(None)
-            self.status.say("timeline: allocated and reserved")
+            self.screen.status.say("timeline: allocated and reserved")
             return
         self._stacked_wanted = True
         if not timeline.display:
-            self.action_toggle_timeline()
+            self.screen.action_toggle_timeline()
         self._with_breakdown("stacked")
 
     # -- the categories of the device shown -------------------------------------------------------
     def _with_breakdown(self, what: str) -> None:
-        model = (self._breakdowns or {}).get(self.current_view.device.device)
-        if model is not None and model.view is self.current_view:
+        model = self._breakdowns.get(self.screen.current_view.device.device)
+        if model is not None and model.view is self.screen.current_view:
             self._use_breakdown(model, what)
             return
         self._breakdown_wanted = what
-        self.status.say("sorting allocations into categories…")
-        self._build_breakdown(self.current_view)
+        self.screen.status.say("sorting allocations into categories…")
+        self._build_breakdown(self.screen.current_view)
 
-    @work(thread=True, exclusive=True, group="breakdown")
     def _build_breakdown(self, view) -> None:
+        self.screen.run_worker(lambda: self._decide(view), thread=True, exclusive=True, group="breakdown")
+
+    def _decide(self, view) -> None:
+        """In a worker thread: the categories of ``view``'s device, posted to the screen."""
         try:
             if self._category_rules is None:
                 self._category_rules = load_rules(None)
         except MemtuiError as exc:
             self._category_rules = CategoryRules()
-            self.post_message(BreakdownReady(build_device_breakdown(view), f"{exc.message}; built-in rules only"))
+            self.screen.post_message(BreakdownReady(build_device_breakdown(view),
+                                                    f"{exc.message}; built-in rules only"))
             return
-        self.post_message(BreakdownReady(build_device_breakdown(view, self._category_rules)))
+        self.screen.post_message(BreakdownReady(build_device_breakdown(view, self._category_rules)))
 
-    def on_breakdown_ready(self, message: BreakdownReady) -> None:
+    def ready(self, message: BreakdownReady) -> None:
         if message.model is None:
-            self.status.say(message.error, warning=True)
+            self.screen.status.say(message.error, warning=True)
             return
-        if self._breakdowns is None:
-            self._breakdowns = {}
         self._breakdowns[message.model.device] = message.model
         what, self._breakdown_wanted = self._breakdown_wanted, None
         if message.error:
-            self.status.say(message.error, warning=True)
-        if message.model.view is self.current_view:
+            self.screen.status.say(message.error, warning=True)
+        if message.model.view is self.screen.current_view:
             if self._stacked_wanted:
                 self._use_breakdown(message.model, "stacked", quiet=what != "stacked")
             self._use_breakdown(message.model, what or "pane")
 
     def _use_breakdown(self, model: DeviceBreakdown, what: str, quiet: bool = False) -> None:
         if what == "stacked":
-            self.query_one(Timeline).set_stacked(model.values_at, model.names)
+            self.screen.query_one(Timeline).set_stacked(model.values_at, model.names)
             if not quiet:
-                self.status.say("timeline: stacked by category (T: allocated and reserved)")
+                self.screen.status.say("timeline: stacked by category (T: allocated and reserved)")
         elif what == "pane" and not quiet:
-            self.status.say("by category at the cursor, following it (b: the stack again, Enter: call tree)")
+            self.screen.status.say("by category at the cursor, following it (b: the stack again, Enter: call tree)")
         elif what == "tree":
             from memtui.tui.screens.breakdown import BreakdownScreen
 
             def back(event: int | None) -> None:
-                if event is not None and event >= 0 and event != self.cursor:
-                    self.go_to(event)
+                if event is not None and event >= 0 and event != self.screen.cursor:
+                    self.screen.go_to(event)
 
-            self.app.push_screen(BreakdownScreen(model, self.cursor), back)
+            self.screen.app.push_screen(BreakdownScreen(model, self.screen.cursor), back)
         self._follow(model)
 
     # -- following the cursor --------------------------------------------------------------------
-    def on_timeline_cursor_changed(self, message: Timeline.CursorChanged) -> None:
-        timeline = self.query_one(Timeline)
-        model = (self._breakdowns or {}).get(self.current_view.device.device)
-        fresh = model is not None and model.view is self.current_view
+    def cursor_changed(self, event: int) -> None:
+        timeline = self.screen.query_one(Timeline)
+        model = self._breakdowns.get(self.screen.current_view.device.device)
+        fresh = model is not None and model.view is self.screen.current_view
         if timeline.stacked and not fresh:
             timeline.set_stacked(None)  # another device: its own categories come next
         if (self._breakdown_pane() is not None or self._stacked_wanted) and not fresh:
             if self._breakdown_wanted is None:
                 self._breakdown_wanted = "pane"
-                self._build_breakdown(self.current_view)
+                self._build_breakdown(self.screen.current_view)
             return
         if fresh:
             if self._stacked_wanted and not timeline.stacked:
                 timeline.set_stacked(model.values_at, model.names)
-            self._follow(model, message.event)
+            self._follow(model, event)
 
     def _follow(self, model: DeviceBreakdown, event: int | None = None) -> None:
         pane = self._breakdown_pane()
         if pane is None:
             return
-        i = self.cursor if event is None else event
-        state = self.segment_map.state  # the explorer replayed this event already
+        i = self.screen.cursor if event is None else event
+        state = self.screen.segment_map.state  # the explorer replayed this event already
         pane.show(model.at(i, state))
 
     # -- the pane ------------------------------------------------------------------------------------
     def _breakdown_pane(self) -> BreakdownPane | None:
-        found = self.query(BreakdownPane)
+        found = self.screen.query(BreakdownPane)
         return found.first() if found else None
 
     def _open_breakdown_pane(self) -> None:
         pane = BreakdownPane(id="breakdown")
         pane.border_title = "By category"
-        inspector = self.inspector
+        inspector = self.screen.inspector
         inspector.parent.mount(pane, after=inspector)
         pane.styles.width = "1fr"
         inspector.display = False
@@ -171,9 +164,7 @@ class BreakdownActions:
         if pane is not None:
             had_focus = pane.has_focus
             pane.remove()
-            self.inspector.display = True
+            self.screen.inspector.display = True
             if had_focus:
-                self.inspector.focus()
+                self.screen.inspector.focus()
 
-    def on_breakdown_pane_tree_requested(self, _: BreakdownPane.TreeRequested) -> None:
-        self.action_breakdown_tree()
