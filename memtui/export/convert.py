@@ -151,8 +151,12 @@ def _dump_json(snapshot: dict, target: str, force: bool) -> None:
         measured = _MeasuredWriter(fh, JsonStructure(target))
         buffered = io.BufferedWriter(measured, 1 << 20)
         text = io.TextIOWrapper(buffered, encoding="utf-8", write_through=False)
-        json.dump(snapshot, text, allow_nan=False, separators=(",", ":"))
-        text.flush()
+        try:
+            json.dump(snapshot, text, allow_nan=False, separators=(",", ":"))
+            text.flush()
+        except BaseException:
+            measured.abandon()  # what the layers above still hold is dropped when they are collected
+            raise
         text.detach().detach()
         measured.finish()
 
@@ -163,11 +167,20 @@ class _MeasuredWriter(io.RawIOBase):
     def __init__(self, fh, structure: JsonStructure) -> None:
         self._fh = fh
         self._structure = structure
+        self._refused = False
 
     def writable(self) -> bool:
         return True
 
+    def abandon(self) -> None:
+        """The file is not written after all: take and drop whatever still comes."""
+        self._refused = True
+
     def write(self, data) -> int:
+        if self._refused:
+            # The write was refused or abandoned; the text and buffer layers above still
+            # flush what they hold when they are collected, and must not raise again.
+            return len(data)
         self._check(self._structure.feed, data)
         return self._fh.write(data)
 
@@ -178,6 +191,7 @@ class _MeasuredWriter(io.RawIOBase):
         try:
             step(*args)
         except SnapshotError as exc:
+            self._refused = True
             if self._structure.deepest > MAX_JSON_DEPTH:
                 raise _TooDeep() from None
             raise _Refused(str(exc).split(": refused: ", 1)[-1]) from None
