@@ -16,7 +16,7 @@ from setuptools.command.build_ext import build_ext
 
 # One translation unit (native.c includes the others), so calls between the parts inline.
 SOURCES = ["native.c"]
-HEADERS = ["native.h", "scanner.h", "module.c", "scan.c", "entry.c", "tables.c", "lifetimes.c"]
+HEADERS = ["native.h", "scanner.h", "module.c", "scan.c", "entry.c", "tables.c", "lifetimes.c", "parallel.c", "merge.c"]
 
 
 class OptionalBuildExt(build_ext):
@@ -55,7 +55,8 @@ native = Extension(
     "memtui._native",
     sources=[f"src/memtui_native/{name}" for name in SOURCES],
     depends=[f"src/memtui_native/{name}" for name in HEADERS],
-    extra_compile_args=["-O2", "-fvisibility=hidden"] if os.name != "nt" else [],
+    extra_compile_args=["-O2", "-fvisibility=hidden", "-pthread"] if os.name != "nt" else [],
+    extra_link_args=["-pthread"] if os.name != "nt" else [],
     optional=True,
 )
 

@@ -25,8 +25,11 @@ static inline __attribute__((always_inline)) int fast_string(Scanner *s, Cur *c,
         int64_t index = p[0] == OP_BINGET ? p[1] : (int64_t)le32(p + 1);
         if (index >= s->memo_len) return 0;
         uint32_t slot = s->memo[index >> MEMO_CHUNK_BITS][index & (MEMO_CHUNK - 1)];
-        if (SLOT_KIND(slot) != SK_STR) return 0;
-        *strid = (int32_t)SLOT_VALUE(slot);
+        if (SLOT_KIND(slot) != SK_STR) {
+            if (!deferred_known(s, slot, USE_STR, strid)) return 0;
+        } else {
+            *strid = (int32_t)SLOT_VALUE(slot);
+        }
         c->p = p + (p[0] == OP_BINGET ? 2 : 5);
         return 1;
     }
@@ -172,12 +175,14 @@ static int read_string(Scanner *s, Cur *c, int allow_none, int32_t *strid)
         uint32_t slot = 0;
         if ((r = read_get_index(s, c, &index)) || (r = memo_get(s, p, index, &slot))) return r;
         if (SLOT_KIND(slot) == SK_STR) { *strid = (int32_t)SLOT_VALUE(slot); return ST_OK; }
+        if (SLOT_KIND(slot) == SK_DEFERRED) return defer_code(s, index, allow_none ? USE_STR | USE_NONE : USE_STR, strid);
         if (SLOT_KIND(slot) == SK_OBJ) {
             PyObject *obj = VEC_AT(&s->objs, PyObject *, SLOT_VALUE(slot));
             if (obj == Py_None && allow_none) { *strid = -1; return ST_OK; }
             if ((r = obj_to_strid(s, p, SLOT_VALUE(slot), strid))) return r;
-            /* from now on the slot is the interned string (an equal str wherever it is used) */
-            s->memo[index >> MEMO_CHUNK_BITS][index & (MEMO_CHUNK - 1)] = SLOT(SK_STR, *strid);
+            /* from now on the slot is the interned string (an equal str wherever it is used);
+             * a worker shares the slots before its range with the others, so leaves them be */
+            if (!s->worker) s->memo[index >> MEMO_CHUNK_BITS][index & (MEMO_CHUNK - 1)] = SLOT(SK_STR, *strid);
             return ST_OK;
         }
         return scan_fail(s, p, "a trace field refers to something that is not a string");
@@ -239,6 +244,7 @@ static int read_frame_body(Scanner *s, Cur *c, FrameRec *rec)
         const uint8_t *at = c->p;
         int32_t key, value;
         if ((r = read_string(s, c, 0, &key))) return r;
+        if (key < 0) return scan_fail(s, at, "a frame key from another worker's range");
         int8_t k = VEC_AT(&s->strings.recs, StrRec, key).key;
         if (k == K_FILENAME || k == K_NAME || k == K_LINE) {
             if (seen & (1u << k)) return scan_fail(s, at, "a frame names a key twice");
@@ -247,6 +253,7 @@ static int read_frame_body(Scanner *s, Cur *c, FrameRec *rec)
                 /* an int only (the model refuses a bool); past 64 bits it reads as line 0 */
                 if ((r = next_op(s, c, &op))) return r;
                 if (op == OP_LONG1 && NEED(c, 2) && NEED(c, 2 + c->p[1]) && !long_fits(c->p + 2, c->p[1], &rec->line)) {
+                    if (s->worker) return scan_fail(s, at, "a line number past 64 bits (read by the main thread)");
                     Py_CLEAR(rec->line_obj);
                     if (!(rec->line_obj = long_from_bytes(c->p + 2, c->p[1]))) return ST_ERROR;
                     rec->line = -1;
@@ -303,10 +310,14 @@ static int read_frame_item(Scanner *s, Cur *c, int32_t *fid)
         uint32_t slot = 0;
         if ((r = read_get_index(s, c, &index)) || (r = memo_get(s, at, index, &slot))) return r;
         if (SLOT_KIND(slot) == SK_FRAME) return frec_fid(s, (int32_t)SLOT_VALUE(slot), fid);
+        if (SLOT_KIND(slot) == SK_DEFERRED) return defer_code(s, index, USE_FRAME, fid);
         if (SLOT_KIND(slot) == SK_OBJ) {  /* a frame dict built outside the traces (a block's frames) */
+            PyObject *obj = VEC_AT(&s->objs, PyObject *, SLOT_VALUE(slot));
             int32_t *conv = &VEC_AT(&s->obj_conv, int32_t, SLOT_VALUE(slot));
-            if (*conv == CONV_UNKNOWN) {
-                if ((r = obj_to_fid(s, at, VEC_AT(&s->objs, PyObject *, SLOT_VALUE(slot)), fid))) return r;
+            if (!PyDict_CheckExact(obj)) return scan_fail(s, at, "a frame list holds something that is not a frame dict");
+            if (*conv == CONV_UNKNOWN || *conv == CONV_BAD) {
+                if (s->worker) return scan_fail(s, at, "a frame the main thread did not convert");
+                if ((r = obj_to_fid(s, at, obj, fid))) return r;
                 VEC_AT(&s->obj_conv, int32_t, SLOT_VALUE(slot)) = *fid;
             }
             *fid = VEC_AT(&s->obj_conv, int32_t, SLOT_VALUE(slot));
@@ -328,6 +339,12 @@ static int frame_item_next(Scanner *s, Cur *c, uint8_t op, int *yes)
     int r = read_get_index(s, &look, &index);
     if (r) return r;
     if ((r = memo_get(s, c->p, index, &slot))) return r;
+    if (SLOT_KIND(slot) == SK_DEFERRED) {  /* a frame if APPEND follows (a key is followed by its value) */
+        uint8_t after = 0;
+        if ((r = next_op(s, &look, &after))) return r;
+        *yes = after == OP_APPEND;
+        return ST_OK;
+    }
     *yes = SLOT_KIND(slot) == SK_FRAME ||
            (SLOT_KIND(slot) == SK_OBJ && PyDict_CheckExact(VEC_AT(&s->objs, PyObject *, SLOT_VALUE(slot))));
     return ST_OK;
@@ -347,6 +364,11 @@ static int read_frames(Scanner *s, Cur *c, int32_t *sid)
         uint32_t slot = 0;
         if ((r = read_get_index(s, c, &index)) || (r = memo_get(s, at, index, &slot))) return r;
         if (SLOT_KIND(slot) == SK_STACK) { *sid = (int32_t)SLOT_VALUE(slot) - 1; return ST_OK; }
+        if (SLOT_KIND(slot) == SK_DEFERRED) {
+            if (s->guess < 0 && guess_base(s, index) && (r = memo_get(s, at, index, &slot))) return r;
+            if (SLOT_KIND(slot) == SK_STACK) { *sid = (int32_t)SLOT_VALUE(slot) - 1; return ST_OK; }
+            return defer_code(s, index, USE_LIST, sid);
+        }
         if (SLOT_KIND(slot) == SK_OBJ) return obj_to_sid(s, at, SLOT_VALUE(slot), sid);
         return scan_fail(s, at, "an entry's frames refer to something that is not a frame list");
     }
@@ -367,7 +389,8 @@ static int read_frames(Scanner *s, Cur *c, int32_t *sid)
                     int64_t i = q[0] == OP_BINGET ? q[1] : (int64_t)le32(q + 1);
                     if (i < s->memo_len) {
                         uint32_t slot = s->memo[i >> MEMO_CHUNK_BITS][i & (MEMO_CHUNK - 1)];
-                        if (SLOT_KIND(slot) == SK_FRAME && (fid = VEC_AT(&s->frecs, FrameRec, SLOT_VALUE(slot)).fid) >= 0) {
+                        if ((SLOT_KIND(slot) == SK_FRAME && (fid = VEC_AT(&s->frecs, FrameRec, SLOT_VALUE(slot)).fid) >= 0) ||
+                            deferred_known(s, slot, USE_FRAME, &fid)) {
                             if (VEC_PUSH(&s->fids, int32_t, fid)) return ST_ERROR;
                             c->p = q + (q[0] == OP_BINGET ? 2 : 5);
                             continue;
@@ -396,6 +419,7 @@ static int read_frames(Scanner *s, Cur *c, int32_t *sid)
         if (id < 0) return ST_ERROR;
     }
     if (index >= 0 && (r = memo_set(s, at, index, SLOT(SK_STACK, id + 1)))) return r;
+    if (index >= 0) s->this_list_own = index;
     *sid = id;
     return ST_OK;
 }
@@ -408,6 +432,7 @@ static inline __attribute__((always_inline)) int read_pair(Scanner *s, Cur *c, R
     int32_t key;
     int r;
     if (!fast_string(s, c, &key) && (r = read_string(s, c, 0, &key))) return r;
+    if (key < 0) return scan_fail(s, at, "a trace entry key from another worker's range");
     int8_t k = VEC_AT(&s->strings.recs, StrRec, key).key;
     if (k < K_ACTION || k >= ENTRY_KEYS_END) return scan_fail(s, at, "a trace entry key the fast path does not read");
     if (row->seen & (1u << k)) return scan_fail(s, at, "a trace entry names a key twice");
@@ -455,16 +480,28 @@ static int local_id_slow(Map64 *ids, Vec *vals, int32_t strid, int64_t *local)
 
 static int commit(Scanner *s, Trace *t, const Row *row)
 {
-    StrRec *action = &VEC_AT(&s->strings.recs, StrRec, row->action);
-    if (action->action < 0) {
-        action->action = (int32_t)s->actions.n;
-        if (VEC_PUSH(&s->actions, int32_t, row->action)) return ST_ERROR;
+    int32_t action_id;
+    if (IS_DEFERRED(row->action)) {  /* a worker: an action string from before its range */
+        action_id = map64_get(&s->deferred_actions, (uint64_t)(int64_t)row->action, -1);
+        if (action_id < 0) {
+            action_id = (int32_t)s->actions.n;
+            if (map64_put(&s->deferred_actions, (uint64_t)(int64_t)row->action, action_id) ||
+                VEC_PUSH(&s->actions, int32_t, row->action))
+                return ST_ERROR;
+        }
+    } else {
+        StrRec *action = &VEC_AT(&s->strings.recs, StrRec, row->action);
+        if (action->action < 0) {
+            action->action = (int32_t)s->actions.n;
+            if (VEC_PUSH(&s->actions, int32_t, row->action)) return ST_ERROR;
+        }
+        action_id = action->action;
     }
     int64_t ctx, meta;
     if (local_id(&t->ctx_ids, &t->ctx_vals, row->ctx, &ctx, &t->last_ctx, &t->last_ctx_local) ||
         local_id(&t->meta_ids, &t->meta_vals, row->meta, &meta, &t->last_meta, &t->last_meta_local))
         return ST_ERROR;
-    if (intcol_push(&t->action, action->action) || intcol_push(&t->addr, row->addr) ||
+    if (intcol_push(&t->action, action_id) || intcol_push(&t->addr, row->addr) ||
         intcol_push(&t->size, row->size) || intcol_push(&t->stream, row->stream) ||
         intcol_push(&t->stack, row->stack) || intcol_push(&t->ctx, ctx) || intcol_push(&t->meta, meta) ||
         intcol_push(&t->device_free, row->device_free) || VEC_PUSH(&t->time, double, row->time))
@@ -475,13 +512,14 @@ static int commit(Scanner *s, Trace *t, const Row *row)
 int parse_entry(Scanner *s, Cur *c, int32_t trace)
 {
     const uint8_t *start = c->p;
-    int64_t memo_len = s->memo_len;
+    int64_t memo_len = memo_count(s);
     Py_ssize_t frecs = s->frecs.n, extras = s->rec_extras.n;
     Trace *t = VEC_AT(&s->traces, Trace *, trace);
     Row row = {0, -1, s->empty_str, s->empty_str, -1, 0, 0, 0, -1, NAN};
     uint8_t op = 0;
     int r;
     c->p++;  /* EMPTY_DICT */
+    s->this_list_own = -1;
     if ((r = opt_memo(s, c, SLOT(SK_ENTRY, 0), NULL))) goto out;
     if ((r = next_op(s, c, &op))) goto out;
     if (op == OP_MARK) {
@@ -505,10 +543,17 @@ int parse_entry(Scanner *s, Cur *c, int32_t trace)
     if (!(row.seen & (1u << K_ACTION))) { r = scan_fail(s, start, "a trace entry without an action"); goto out; }
     int64_t rows = t->action.n;
     if ((r = commit(s, t, &row))) goto out;
-    r = push_item(s, (Item){I_ENTRY, trace, rows, NULL});
+    s->rows_total++;
+    s->prev_list_own = s->this_list_own;
+    if (!s->worker) r = push_item(s, (Item){I_ENTRY, trace, rows, NULL});  /* a worker records its structure itself */
 out:
     if (r == ST_MORE) {
-        s->memo_len = memo_len;
+        if (s->worker) {
+            s->own_count = memo_len;
+            if (s->guess < 0) s->own.n = (Py_ssize_t)memo_len;
+        } else {
+            s->memo_len = memo_len;
+        }
         while (s->frecs.n > frecs) Py_XDECREF(VEC_AT(&s->frecs, FrameRec, --s->frecs.n).line_obj);
         s->rec_extras.n = extras;
         c->p = start;

@@ -208,6 +208,7 @@ PyObject *native_lifetimes(PyObject *self, PyObject *args)
     if (ok) result = PyTuple_Pack(8, parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], parts[6], parts[7]);
     for (int j = 0; j < 8; j++) Py_XDECREF(parts[j]);
 done:
+    if (!result && !PyErr_Occurred()) PyErr_NoMemory();  /* the helpers report running out of memory by -1 */
     PyBuffer_Release(&ab);
     PyBuffer_Release(&rb);
     PyBuffer_Release(&sb);

@@ -56,7 +56,20 @@ PyObject *intcol_to_buffer(IntCol *c)
     return b;
 }
 
+static PyObject *native_utf8_valid(PyObject *self, PyObject *args)
+{
+    Py_buffer b;
+    if (!PyArg_ParseTuple(args, "y*", &b)) return NULL;
+    int ok = utf8_surrogatepass_valid(b.buf, b.len);
+    PyBuffer_Release(&b);
+    return PyBool_FromLong(ok);
+}
+
 static PyMethodDef module_methods[] = {
+    {"_parallel_limits", native_parallel_limits, METH_VARARGS,
+     "_parallel_limits(prefix_rows, min_range, search_span, read_chunk) -> the old ones (tests make them small)"},
+    {"_utf8_valid", native_utf8_valid, METH_VARARGS,
+     "_utf8_valid(bytes) -> whether a worker thread takes them as a string (tests compare with Python)"},
     {"lifetimes", native_lifetimes, METH_VARARGS,
      "lifetimes(action, addr, size, start_codes, request_codes, end_codes) -> the arrays of "
      "memtui.model.lifetimes.compute_lifetimes, as buffers"},

@@ -3,5 +3,6 @@
 #include "tables.c"
 #include "scan.c"
 #include "entry.c"
+#include "parallel.c"
 #include "lifetimes.c"
 #include "module.c"

@@ -18,7 +18,8 @@
 enum { ST_OK = 0, ST_MORE = 1, ST_FAIL = 2, ST_ERROR = 3 };
 /* ST_MORE: the buffer ends inside the item (feed more and try again from its start);
  * ST_FAIL: the file is not one the scanner handles (reason set; the caller falls back);
- * ST_ERROR: a Python exception is set (MemoryError). */
+ * ST_ERROR: a Python exception is set, or, with none set, memory ran out (the helpers
+ * below never call Python, so worker threads can use them without the GIL). */
 
 /* ---- growable arrays ----------------------------------------------------------------- */
 typedef struct {
@@ -43,6 +44,7 @@ typedef struct {
 } IntCol;
 
 int intcol_grow(IntCol *c, int64_t value);  /* the slow path of intcol_push */
+int intcol_fit(IntCol *c, Py_ssize_t items, int width);
 void intcol_free(IntCol *c);
 
 static inline int width_of(int64_t v)
@@ -107,7 +109,11 @@ typedef struct {
     Vec arena;         /* char */
     int32_t *slots;    /* hash table of record ids, -1 empty */
     Py_ssize_t cap;
+    int no_python;     /* a worker thread's copy: new strings get no str (obj NULL) */
+    int borrowed_objs; /* the strs belong to the table this one was copied from */
 } StrTable;
+
+int utf8_surrogatepass_valid(const uint8_t *p, Py_ssize_t n);
 
 /* The id of the string with these UTF-8 bytes (surrogates allowed, as pickle writes
  * them), interning it when new; -1 with reason set when the bytes are not valid. */
@@ -161,5 +167,7 @@ PyObject *buffer_from_memory(void *data, Py_ssize_t nbytes);  /* owns data (mall
 PyObject *intcol_to_buffer(IntCol *c);  /* hands the column over; c is left empty */
 extern PyTypeObject ScannerType;
 PyObject *native_lifetimes(PyObject *self, PyObject *args);
+static PyObject *native_parallel_limits(PyObject *self, PyObject *args);
+static PyObject *native_utf8_valid(PyObject *self, PyObject *args);
 
 #endif

@@ -34,21 +34,41 @@ static int refuse(Scanner *s, const uint8_t *at, const char *reason)
 
 int memo_set(Scanner *s, const uint8_t *at, int64_t index, uint32_t slot)
 {
+    if (s->worker) {  /* its own slots, numbered from its range's first */
+        if (index > s->own_count || index < 0) return scan_fail(s, at, "a memo slot filled out of order");
+        return own_set(s, index, slot);
+    }
     if (index > s->memo_len) return scan_fail(s, at, "a memo slot filled out of order");
     if (index == s->memo_len) {
         if (index >= ((int64_t)1 << 32)) return scan_fail(s, at, "more memo slots than a pickle can name");
         Py_ssize_t chunk = (Py_ssize_t)(index >> MEMO_CHUNK_BITS);
         if (chunk >= s->memo_chunks) {
             uint32_t **chunks = realloc(s->memo, (size_t)(chunk + 1) * sizeof(uint32_t *));
-            if (!chunks) { PyErr_NoMemory(); return ST_ERROR; }
+            if (!chunks) return ST_ERROR;
             s->memo = chunks;
             s->memo[chunk] = malloc(MEMO_CHUNK * sizeof(uint32_t));
-            if (!s->memo[chunk]) { PyErr_NoMemory(); return ST_ERROR; }
+            if (!s->memo[chunk]) return ST_ERROR;
             s->memo_chunks = chunk + 1;
         }
         s->memo_len++;
     }
     s->memo[index >> MEMO_CHUNK_BITS][index & (MEMO_CHUNK - 1)] = slot;
+    return ST_OK;
+}
+
+/* Chunks for every slot below ``upto`` (the main scanner). */
+int memo_reserve(Scanner *s, int64_t upto)
+{
+    if (upto > ((int64_t)1 << 32)) return ST_ERROR;
+    Py_ssize_t need = (Py_ssize_t)((upto + MEMO_CHUNK - 1) >> MEMO_CHUNK_BITS);
+    if (need <= s->memo_chunks) return ST_OK;
+    uint32_t **chunks = realloc(s->memo, (size_t)need * sizeof(uint32_t *));
+    if (!chunks) return ST_ERROR;
+    s->memo = chunks;
+    for (; s->memo_chunks < need; s->memo_chunks++) {
+        s->memo[s->memo_chunks] = malloc(MEMO_CHUNK * sizeof(uint32_t));
+        if (!s->memo[s->memo_chunks]) return ST_ERROR;
+    }
     return ST_OK;
 }
 
@@ -76,8 +96,10 @@ int opt_memo(Scanner *s, Cur *c, uint32_t slot, int64_t *index)
     int64_t at = -1;
     const uint8_t *p = c->p;
     if (op == OP_MEMOIZE) {
-        at = s->memo_len;
+        at = memo_count(s);
         c->p += 1;
+    } else if (s->worker && (op == OP_BINPUT || op == OP_LONG_BINPUT)) {
+        return scan_fail(s, p, "a PUT in a worker's range (a worker numbers slots by MEMOIZE)");
     } else if (op == OP_BINPUT) {
         if (!NEED(c, 2)) return SHORT(s, c);
         at = p[1];
@@ -90,7 +112,7 @@ int opt_memo(Scanner *s, Cur *c, uint32_t slot, int64_t *index)
         if (index) *index = -1;
         return ST_OK;
     }
-    if (at != s->memo_len) return scan_fail(s, p, "a trace value memoized out of order");
+    if (at != memo_count(s)) return scan_fail(s, p, "a trace value memoized out of order");
     if ((r = memo_append(s, p, slot))) return r;
     if (index) *index = at;
     return ST_OK;
@@ -122,10 +144,17 @@ static int unicode_strid(Scanner *s, const uint8_t *at, PyObject *obj, int32_t *
     return ST_OK;
 }
 
+/* An object's conversion (obj_conv) means what its type says: a str's string id, a frame
+ * dict's frame id, a frame list's stack id. The type is checked first: a file may use one
+ * object as a frame and then as a string. A worker has no GIL: it takes only the
+ * conversions the main thread made before it started (parallel.c prepare_objects). */
 int obj_to_strid(Scanner *s, const uint8_t *at, Py_ssize_t i, int32_t *strid)
 {
     int32_t *conv = &VEC_AT(&s->obj_conv, int32_t, i);
-    if (*conv == CONV_UNKNOWN) {
+    if (!PyUnicode_CheckExact(VEC_AT(&s->objs, PyObject *, i)))
+        return scan_fail(s, at, "a trace field refers to something that is not a string");
+    if (*conv == CONV_UNKNOWN || *conv == CONV_BAD) {
+        if (s->worker) return scan_fail(s, at, "a string the main thread did not convert");
         int r = unicode_strid(s, at, VEC_AT(&s->objs, PyObject *, i), strid);
         if (r) return r;
         conv = &VEC_AT(&s->obj_conv, int32_t, i);
@@ -178,9 +207,10 @@ out:
 int obj_to_sid(Scanner *s, const uint8_t *at, Py_ssize_t i, int32_t *sid)
 {
     int32_t *conv = &VEC_AT(&s->obj_conv, int32_t, i);
-    if (*conv != CONV_UNKNOWN) { *sid = *conv; return ST_OK; }
     PyObject *list = VEC_AT(&s->objs, PyObject *, i);
     if (!PyList_CheckExact(list)) return scan_fail(s, at, "an entry's frames refer to something that is not a list");
+    if (s->worker) return worker_obj_sid(s, at, i, sid);
+    if (*conv != CONV_UNKNOWN && *conv != CONV_BAD) { *sid = *conv; return ST_OK; }
     Vec fids = {0};
     int r = ST_OK;
     for (Py_ssize_t j = 0; j < PyList_GET_SIZE(list); j++) {
@@ -481,6 +511,7 @@ static int step(Scanner *s, Cur *c)
         s->root = Py_NewRef(t->obj);
         s->done = 1;
         c->p += 1;
+        s->stop_offset = s->offset + (c->p - s->base);
         return ST_OK;
     case OP_MARK:
         c->p += 1;
@@ -741,6 +772,14 @@ static void Scanner_dealloc(Scanner *s)
     for (Py_ssize_t i = 0; i < s->traces.n; i++) free_trace(VEC_AT(&s->traces, Trace *, i));
     vec_free(&s->traces);
     map64_free(&s->frozen);
+    vec_free(&s->memo_own);
+    vec_free(&s->own);
+    vec_free(&s->deferred_index);
+    vec_free(&s->deferred_use);
+    map64_free(&s->deferred_actions);
+    vec_free(&s->obj_list);
+    vec_free(&s->objlist_offsets);
+    vec_free(&s->objlist_fids);
     strtable_free(&s->strings);
     frametables_free(&s->ft);
     Py_XDECREF(s->root);
@@ -765,7 +804,10 @@ static PyObject *Scanner_feed(Scanner *s, PyObject *args)
     s->offset += consumed;
     s->base = NULL;
     PyBuffer_Release(&view);
-    if (r == ST_ERROR) return NULL;
+    if (r == ST_ERROR) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        return NULL;
+    }
     if (r == ST_FAIL) {
         PyObject *exc = Py_BuildValue("(sLO)", s->reason ? s->reason : "?", (long long)s->reason_at,
                                       s->refused ? Py_True : Py_False);
@@ -895,7 +937,12 @@ static PyObject *Scanner_get_max_frame_end(Scanner *s, void *closure)
     return PyLong_FromLongLong(s->max_frame_end);
 }
 
+static PyObject *Scanner_scan_file(Scanner *s, PyObject *args);  /* parallel.c */
+
 static PyMethodDef Scanner_methods[] = {
+    {"scan_file", (PyCFunction)Scanner_scan_file, METH_VARARGS,
+     "scan_file(fd, size, threads, progress) -> stream offset after STOP: the whole of an uncompressed "
+     "file, read by offset, on ``threads`` cores where it can"},
     {"feed", (PyCFunction)Scanner_feed, METH_VARARGS,
      "feed(data, final) -> bytes consumed; the next call starts with the bytes after them"},
     {"finish", (PyCFunction)Scanner_finish, METH_VARARGS,
@@ -903,7 +950,14 @@ static PyMethodDef Scanner_methods[] = {
     {NULL},
 };
 
+static PyObject *Scanner_get_parallel(Scanner *s, void *closure)
+{
+    return Py_BuildValue("{s:L,s:L,s:L}", "ranges", (long long)s->par_ranges, "merged", (long long)s->par_merged,
+                         "read_in_order", (long long)s->par_discarded);
+}
+
 static PyGetSetDef Scanner_getset[] = {
+    {"parallel", (getter)Scanner_get_parallel, NULL, "ranges of the parallel pass: planned, merged, read in order", NULL},
     {"done", (getter)Scanner_get_done, NULL, "STOP was read", NULL},
     {"offset", (getter)Scanner_get_offset, NULL, "bytes of the stream consumed", NULL},
     {"max_frame_end", (getter)Scanner_get_max_frame_end, NULL, "where the last FRAME ends", NULL},

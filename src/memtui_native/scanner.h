@@ -56,6 +56,7 @@ enum {
     SK_STACK = 4,   /* value: stack id + 1 (0: an empty frame list) */
     SK_ENTRY = 5,   /* a trace entry: never built, so never to be referred to */
     SK_OPAQUE = 6,  /* a trace list, the list of traces, a container still being read */
+    SK_DEFERRED = 7,  /* a worker's view of a slot another worker fills (parallel.c) */
 };
 #define SLOT(kind, value) (((uint32_t)(kind) << 29) | (uint32_t)(value))
 #define SLOT_KIND(slot) ((slot) >> 29)
@@ -102,7 +103,14 @@ typedef struct {
     PyObject_HEAD
     uint32_t **memo;          /* chunks of MEMO_CHUNK slots */
     Py_ssize_t memo_chunks;
-    int64_t memo_len;
+    int64_t memo_len;         /* slots filled; a worker: the read bound (2**32), its own slots in ``own`` */
+    Vec own;                  /* a worker's own slots (uint32) until it knows where they go (guess) */
+    int64_t own_count;        /* a worker's own slots, numbered from 0: its range's first slot */
+    int64_t guess;            /* a worker's guess of its range's first slot (-1: none yet); from then on
+                               * its own slots are in the memo at guess + j (the merge checks it) */
+    int64_t prev_list_own;    /* the own slot of the frame list the last entry made, or -1 */
+    int64_t p_memo;           /* a worker: the slots its parent had filled (read from the parent's) */
+    int64_t this_list_own;
     Vec objs;                 /* PyObject* (owned), referred to by SK_OBJ slots */
     Vec obj_conv;             /* int32 per object: its string/frame/stack id once converted */
     Vec stack;                /* Item */
@@ -126,12 +134,43 @@ typedef struct {
         int32_t strid;
     } short_strings[512];
     int done;
+    int64_t rows_total;       /* trace entries read so far, every trace */
+    int64_t stop_offset;      /* the stream offset just after STOP */
+    int64_t par_ranges, par_merged, par_discarded;  /* what the parallel pass did (parallel.c) */
+    /* A worker of the parallel pass (parallel.c): it reads a range of entries with a copy of
+     * the tables, and refers to memo slots filled before its range by deferred codes
+     * (-2 - k, k indexing deferred_index), which the merge resolves. */
+    int worker;
+    Vec memo_own;             /* uint8 per memo chunk: the worker's own (else the parent's or shared) */
+    Vec deferred_index;       /* int64 memo index of each k (the slot holds SK_DEFERRED k + 1) */
+    Vec deferred_use;         /* uint8 per k: how it was used (USE_*) */
+    Map64 deferred_actions;   /* deferred code -> local action id */
+    /* Frame lists built outside the traces, as frame ids, converted before a parallel pass
+     * (its workers cannot look at Python objects): per object, -1 or an index into
+     * objlist_offsets (int64, n + 1) over objlist_fids (int32). */
+    Vec obj_list, objlist_offsets, objlist_fids;
     const char *reason;       /* why the file is not handled */
     int refused;              /* the reason is an opcode that runs code: the plain path names it */
     int64_t reason_at;
 } Scanner;
 
 #define CONV_UNKNOWN INT32_MIN
+#define CONV_BAD (INT32_MIN + 1)  /* an object the traces cannot use (a worker's pre-conversion) */
+enum { USE_STR = 1, USE_FRAME = 2, USE_LIST = 4, USE_NONE = 8 };  /* how a deferred code was used */
+#define IS_DEFERRED(code) ((code) <= -2)
+
+/* The deferred code for memo slot ``index`` (a worker only), noting how it is used. */
+int defer_code(Scanner *s, int64_t index, int use, int32_t *code);
+
+/* A slot already deferred with this use: its code, without a call (the common case). */
+static inline int deferred_known(const Scanner *s, uint32_t slot, int use, int32_t *code)
+{
+    if (SLOT_KIND(slot) != SK_DEFERRED || !SLOT_VALUE(slot)) return 0;
+    int32_t k = (int32_t)SLOT_VALUE(slot) - 1;
+    if ((((const uint8_t *)s->deferred_use.data)[k] & use) != use) return 0;
+    *code = -2 - k;
+    return 1;
+}
 
 /* failure with a reason (the caller falls back to the Python decoder) */
 static inline uint16_t le16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
@@ -146,6 +185,7 @@ int scan_fail(Scanner *s, const uint8_t *at, const char *reason);
 #define SHORT(s, c) ((c)->final ? scan_fail((s), (c)->p, "the pickle ends inside an object") : ST_MORE)
 
 int memo_set(Scanner *s, const uint8_t *at, int64_t index, uint32_t slot);
+int memo_reserve(Scanner *s, int64_t upto);
 int opt_memo(Scanner *s, Cur *c, uint32_t slot, int64_t *index);
 int read_get_index(Scanner *s, Cur *c, int64_t *index);
 int push_item(Scanner *s, Item item);
@@ -154,6 +194,7 @@ int obj_to_strid(Scanner *s, const uint8_t *at, Py_ssize_t obj_index, int32_t *s
 int obj_to_fid(Scanner *s, const uint8_t *at, PyObject *obj, int32_t *fid);
 int obj_to_sid(Scanner *s, const uint8_t *at, Py_ssize_t obj_index, int32_t *sid);
 int freeze(Scanner *s, PyObject *obj);
+int worker_obj_sid(Scanner *s, const uint8_t *at, Py_ssize_t obj_index, int32_t *sid);
 int is_frozen(Scanner *s, PyObject *obj);
 
 /* The next opcode (not consumed), FRAME headers skipped: the C unpickler takes FRAME as an
@@ -214,9 +255,16 @@ static inline int long_fits_at(const uint8_t *p, Py_ssize_t n, Py_ssize_t avail,
 
 static inline int long_fits(const uint8_t *p, Py_ssize_t n, int64_t *value) { return long_fits_at(p, n, n, value); }
 
+/* How many slots are filled (a worker: of its own). */
+static inline int64_t memo_count(const Scanner *s) { return s->worker ? s->own_count : s->memo_len; }
+
+int own_set(Scanner *s, int64_t j, uint32_t slot);  /* parallel.c */
+int guess_base(Scanner *s, int64_t index);
+
 /* Add the next memo slot; the common case inline. */
 static inline int memo_append(Scanner *s, const uint8_t *at, uint32_t slot)
 {
+    if (s->worker) return own_set(s, s->own_count, slot);
     int64_t index = s->memo_len;
     if ((index & (MEMO_CHUNK - 1)) && index < ((int64_t)1 << 32)) {
         s->memo[index >> MEMO_CHUNK_BITS][index & (MEMO_CHUNK - 1)] = slot;

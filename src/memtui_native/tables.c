@@ -10,12 +10,12 @@ int vec_reserve(Vec *v, Py_ssize_t items, size_t item_size)
     if (items <= v->cap) return 0;
     Py_ssize_t cap = v->cap ? v->cap : 16;
     while (cap < items) {
-        if (cap > PY_SSIZE_T_MAX / 2) { PyErr_NoMemory(); return -1; }
+        if (cap > PY_SSIZE_T_MAX / 2) return -1;
         cap *= 2;
     }
-    if ((size_t)cap > (size_t)PY_SSIZE_T_MAX / item_size) { PyErr_NoMemory(); return -1; }
+    if ((size_t)cap > (size_t)PY_SSIZE_T_MAX / item_size) return -1;
     void *data = realloc(v->data, (size_t)cap * item_size);
-    if (data == NULL) { PyErr_NoMemory(); return -1; }
+    if (data == NULL) return -1;
     v->data = data;
     v->cap = cap;
     return 0;
@@ -56,12 +56,32 @@ int intcol_grow(IntCol *c, int64_t value)
     if (need > width) width = need;
     Py_ssize_t cap = c->cap;
     if (c->n == cap) cap = cap ? cap * 2 : 4096;
-    if (cap > PY_SSIZE_T_MAX / 8) { PyErr_NoMemory(); return -1; }
+    if (cap > PY_SSIZE_T_MAX / 8) return -1;
     uint8_t *data = realloc(c->data, (size_t)cap * (size_t)width);
-    if (data == NULL) { PyErr_NoMemory(); return -1; }
+    if (data == NULL) return -1;
     if (width != c->width && c->width) {
         /* Widen in place from the end: item i moves from i*old to i*new >= i*old, and the
          * items still to move all lie below i*old. */
+        IntCol old = {data, c->n, cap, c->width};
+        for (Py_ssize_t i = c->n - 1; i >= 0; i--) intcol_set(data, width, i, intcol_get(&old, i));
+    }
+    c->data = data;
+    c->cap = cap;
+    c->width = width;
+    return 0;
+}
+
+/* Room for ``items`` values of at least ``width`` bytes (existing values widened). */
+int intcol_fit(IntCol *c, Py_ssize_t items, int width)
+{
+    if (width < c->width) width = c->width;
+    Py_ssize_t cap = c->cap > 0 ? c->cap : 4096;
+    while (cap < items) cap *= 2;
+    if (cap == c->cap && width == c->width) return 0;
+    if (cap > PY_SSIZE_T_MAX / 8) return -1;
+    uint8_t *data = realloc(c->data, (size_t)cap * (size_t)width);
+    if (data == NULL) return -1;
+    if (width != c->width && c->width) {
         IntCol old = {data, c->n, cap, c->width};
         for (Py_ssize_t i = c->n - 1; i >= 0; i--) intcol_set(data, width, i, intcol_get(&old, i));
     }
@@ -107,7 +127,7 @@ static int map64_resize(Map64 *m, Py_ssize_t cap)
 {
     uint64_t *keys = malloc((size_t)cap * sizeof(uint64_t));
     int32_t *values = malloc((size_t)cap * sizeof(int32_t));
-    if (!keys || !values) { free(keys); free(values); PyErr_NoMemory(); return -1; }
+    if (!keys || !values) { free(keys); free(values); return -1; }
     for (Py_ssize_t i = 0; i < cap; i++) values[i] = MAP_EMPTY;
     size_t mask = (size_t)cap - 1;
     for (Py_ssize_t j = 0; j < m->cap; j++) {
@@ -174,7 +194,7 @@ static int8_t key_of(const char *s, Py_ssize_t n)
 static int str_resize(StrTable *t, Py_ssize_t cap)
 {
     int32_t *slots = malloc((size_t)cap * sizeof(int32_t));
-    if (!slots) { PyErr_NoMemory(); return -1; }
+    if (!slots) return -1;
     for (Py_ssize_t i = 0; i < cap; i++) slots[i] = -1;
     size_t mask = (size_t)cap - 1;
     for (Py_ssize_t r = 0; r < t->recs.n; r++) {
@@ -203,16 +223,22 @@ int32_t str_intern(StrTable *t, const char *s, Py_ssize_t n, const char **reason
     }
     if (t->recs.n >= (1 << 28)) { *reason = "more than 2**28 distinct strings"; return -1; }
     if ((t->recs.n + 1) * 2 > t->cap && str_resize(t, t->cap ? t->cap * 2 : 1024) < 0) return -2;
-    /* The same decoding the unpickler applies: a string it would refuse is not handled here. */
-    PyObject *obj = PyUnicode_DecodeUTF8(s, n, "surrogatepass");
-    if (obj == NULL) {
+    /* The same decoding the unpickler applies: a string it would refuse is not handled here.
+     * A worker thread (no GIL) checks the bytes itself; the str is made when they are merged. */
+    PyObject *obj = NULL;
+    if (t->no_python) {
+        if (!utf8_surrogatepass_valid((const uint8_t *)s, n)) {
+            *reason = "a string that is not UTF-8";
+            return -1;
+        }
+    } else if ((obj = PyUnicode_DecodeUTF8(s, n, "surrogatepass")) == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return -2;
         PyErr_Clear();
         *reason = "a string that is not UTF-8";
         return -1;
     }
     if (vec_reserve(&t->arena, t->arena.n + n, 1) < 0 || vec_reserve(&t->recs, t->recs.n + 1, sizeof(StrRec)) < 0) {
-        Py_DECREF(obj);
+        Py_XDECREF(obj);
         return -2;
     }
     StrRec rec = {t->arena.n, (uint32_t)n, h, key_of(s, n), -1, obj};
@@ -226,9 +252,36 @@ int32_t str_intern(StrTable *t, const char *s, Py_ssize_t n, const char **reason
     return id;
 }
 
+/* Whether CPython's UTF-8 decoder with errors="surrogatepass" takes these bytes: well-formed
+ * UTF-8, where the encoded surrogates (ED A0 80 to ED BF BF) are allowed too. */
+int utf8_surrogatepass_valid(const uint8_t *p, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint8_t b = p[i];
+        if (b < 0x80) { i++; continue; }
+        int more;
+        uint8_t lo = 0x80, hi = 0xBF;
+        if (b >= 0xC2 && b <= 0xDF) more = 1;
+        else if (b == 0xE0) { more = 2; lo = 0xA0; }
+        else if (b >= 0xE1 && b <= 0xEF) more = 2;
+        else if (b == 0xF0) { more = 3; lo = 0x90; }
+        else if (b >= 0xF1 && b <= 0xF3) more = 3;
+        else if (b == 0xF4) { more = 3; hi = 0x8F; }
+        else return 0;
+        if (n - i - 1 < more) return 0;
+        if (p[i + 1] < lo || p[i + 1] > hi) return 0;
+        for (int k = 2; k <= more; k++)
+            if (p[i + k] < 0x80 || p[i + k] > 0xBF) return 0;
+        i += 1 + more;
+    }
+    return 1;
+}
+
 void strtable_free(StrTable *t)
 {
-    for (Py_ssize_t r = 0; r < t->recs.n; r++) Py_XDECREF(VEC_AT(&t->recs, StrRec, r).obj);
+    if (!t->borrowed_objs)
+        for (Py_ssize_t r = 0; r < t->recs.n; r++) Py_XDECREF(VEC_AT(&t->recs, StrRec, r).obj);
     vec_free(&t->recs);
     vec_free(&t->arena);
     free(t->slots);
@@ -258,7 +311,7 @@ static int slots_resize(int32_t **slots_p, Py_ssize_t *cap_p, Py_ssize_t cap, co
                         const FrameTables *t)
 {
     int32_t *slots = malloc((size_t)cap * sizeof(int32_t));
-    if (!slots) { PyErr_NoMemory(); return -1; }
+    if (!slots) return -1;
     for (Py_ssize_t i = 0; i < cap; i++) slots[i] = -1;
     size_t mask = (size_t)cap - 1;
     Py_ssize_t count = is_frames ? items->n : items->n - 1;
@@ -293,7 +346,7 @@ int32_t frame_intern(FrameTables *t, int32_t filename, int64_t line, int32_t nam
             if (k->hash == h && frame_equal(t, k, filename, line, name, extras, n_extras)) return r;
         }
     }
-    if (t->frames.n >= INT32_MAX / 2) { PyErr_NoMemory(); return -1; }
+    if (t->frames.n >= INT32_MAX / 2) return -1;
     if ((t->frames.n + 1) * 2 > t->fcap &&
         slots_resize(&t->fslots, &t->fcap, t->fcap ? t->fcap * 2 : 1024, &t->frames, 1, t) < 0)
         return -1;
@@ -328,7 +381,7 @@ int32_t stack_intern(FrameTables *t, const int32_t *fids, Py_ssize_t n)
                 return r;
         }
     }
-    if (count >= INT32_MAX / 2) { PyErr_NoMemory(); return -1; }
+    if (count >= INT32_MAX / 2) return -1;
     if ((count + 1) * 2 > t->scap &&
         slots_resize(&t->sslots, &t->scap, t->scap ? t->scap * 2 : 1024, &t->offsets, 0, t) < 0)
         return -1;
@@ -358,7 +411,7 @@ int frametables_init(FrameTables *t)
 
 void frametables_free(FrameTables *t)
 {
-    for (Py_ssize_t i = 0; i < t->objs.n; i++) Py_XDECREF(VEC_AT(&t->objs, PyObject *, i));
+    for (Py_ssize_t i = 0; i < t->objs.n; i++) Py_XDECREF(VEC_AT(&t->objs, PyObject *, i));  /* NULL in a worker's copy */
     vec_free(&t->frames);
     vec_free(&t->extras);
     vec_free(&t->flat);

@@ -8,6 +8,7 @@ MEMTUI_REQUIRE_NATIVE=1 so a missing build fails there instead.
 from __future__ import annotations
 
 import logging
+import lzma
 import os
 import pickle
 import struct
@@ -88,17 +89,172 @@ def test_a_progress_callback_that_cancels_stops_the_load():
         open_fast(sample_files()[0], cancel)
 
 
+@pytest.fixture
+def read_chunk():
+    """Sets the compiled reader's read size (uncompressed files) for one test."""
+    saved = fast._native._parallel_limits()
+    yield lambda size: fast._native._parallel_limits(saved[0], saved[1], saved[2], size)
+    fast._native._parallel_limits(*saved)
+
+
+@pytest.fixture
+def many_workers(monkeypatch):
+    """Every file read by many workers: a short prefix, ranges of a few hundred bytes."""
+    saved = fast._native._parallel_limits(3, 200, 4096)
+    monkeypatch.setenv("MEMTUI_SCAN_THREADS", "7")
+    yield
+    fast._native._parallel_limits(*saved)
+
+
 @pytest.mark.parametrize("chunk", [1, 2, 3, 7, 64, 4099])
-def test_any_chunk_boundary_gives_the_same_model(monkeypatch, tmp_path, chunk):
-    """The file is fed in pieces; an entry cut by a piece's end is read again whole."""
+def test_any_chunk_boundary_gives_the_same_model(monkeypatch, tmp_path, read_chunk, chunk):
+    """The file is read in pieces; an entry cut by a piece's end is read again whole."""
     path = tmp_path / "snap.pickle"
-    path.write_bytes(pickle.dumps(torch_like(entries=300), protocol=4))
+    data = pickle.dumps(torch_like(entries=300), protocol=4)
+    path.write_bytes(data)
+    xz = tmp_path / "snap.pickle.xz"
+    xz.write_bytes(lzma.compress(data))
     want = open_plain(path)
-    monkeypatch.setattr(fast, "CHUNK", chunk)
+    monkeypatch.setattr(fast, "CHUNK", chunk)  # compressed files are fed from Python
+    read_chunk(chunk)  # uncompressed ones are read by the compiled reader
     assert_same_model(open_fast(path), want)
+    assert_same_model(open_fast(xz), open_plain(xz))
     real = SHARED / "train_linear_adam.pickle"
     if real.exists() and chunk >= 7:
         assert_same_model(open_fast(real), open_plain(real))
+
+
+# -- the parallel pass (src/memtui_native/parallel.c) ----------------------------------------------
+
+def in_order_and_parallel(path, monkeypatch):
+    with monkeypatch.context() as m:
+        m.setenv("MEMTUI_SCAN_THREADS", "1")
+        in_order = open_fast(path)
+    return in_order, open_fast(path)
+
+
+def test_many_workers_read_what_one_reads(tmp_path, monkeypatch, many_workers):
+    merged = 0
+    paths = []
+    for seed, entries in enumerate((200, 1200, 3000)):
+        path = tmp_path / f"gen{seed}.pickle"
+        path.write_bytes(pickle.dumps(torch_like(entries=entries, seed=seed), protocol=4))
+        paths.append(path)
+    paths += [p for p in sorted(SHARED.glob("*.pickle"))]
+    for path in paths:
+        in_order, parallel = in_order_and_parallel(path, monkeypatch)
+        assert in_order is not None and parallel is not None, path.name
+        assert_same_model(parallel, in_order)
+        assert_same_model(parallel, open_plain(path))
+        merged += scan_snapshot(path).parallel["merged"]
+    assert merged > 10  # the workers did read most of it
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                 HealthCheck.too_slow])
+@given(entries=st.integers(0, 1500), seed=st.integers(0, 1 << 16), protocol=st.integers(2, 5))
+def test_generated_snapshots_read_by_workers_like_plain(tmp_path, monkeypatch, many_workers, entries, seed, protocol):
+    """Protocols 2 and 3 number memo slots with PUT, which workers cannot: read in order."""
+    path = tmp_path / f"gen{protocol}.pickle"
+    path.write_bytes(pickle.dumps(torch_like(entries=entries, seed=seed), protocol=protocol))
+    got = open_fast(path)
+    assert got is not None
+    assert_same_model(got, open_plain(path))
+
+
+@FUZZ
+@given(data=st.data())
+def test_byte_mutations_read_by_workers_like_in_order(tmp_path, monkeypatch, many_workers, data):
+    count_case("parallel pass byte mutations")
+    base = MUTATION_BASES[data.draw(st.integers(0, len(MUTATION_BASES) - 1), label="base")]
+    edits = data.draw(st.lists(st.tuples(st.integers(0, len(base) - 1), st.integers(0, 255)), min_size=1,
+                               max_size=6), label="edits")
+    mutated = bytearray(base)
+    for pos, value in edits:
+        mutated[pos] = value
+    path = tmp_path / "mutated.pickle"
+    path.write_bytes(bytes(mutated[:data.draw(st.integers(1, len(base)), label="cut")]))
+    in_order, parallel = (outcome_of(path, monkeypatch, threads) for threads in ("1", "7"))
+    assert_same_outcome(parallel, in_order)
+
+
+def outcome_of(path, monkeypatch, threads: str):
+    with monkeypatch.context() as m:
+        m.setenv("MEMTUI_SCAN_THREADS", threads)
+        try:
+            return open_fast(path) or ("fallback",)
+        except SnapshotError as exc:
+            return (type(exc), exc.message)
+
+
+def test_entry_bytes_inside_a_value_are_no_range_start(tmp_path, monkeypatch, many_workers):
+    """A range starts where an entry's first bytes are found; bytes values holding those bytes
+    make false starts, which the main thread notices (it does not land on them) and reads
+    in order."""
+    snap = torch_like(entries=400)
+    data = pickle.dumps(snap, protocol=4)
+    second = data.index(b"}\x94(", data.index(b"}\x94(", data.index(b"device_traces")) + 1)
+    pattern = data[second:second + (5 if data[second + 3] == ord("h") else 8)]  # BINGET or LONG_BINGET of 'action'
+    assert pattern in data[second + 1:]
+    snap["allocator_settings"]["noise"] = [pattern * 40 + bytes([k]) for k in range(40)]
+    snap["device_traces"][0][100]["user_metadata"] = "x" * 3000
+    path = tmp_path / "noise.pickle"
+    path.write_bytes(pickle.dumps(snap, protocol=4))
+    in_order, parallel = in_order_and_parallel(path, monkeypatch)
+    assert_same_model(parallel, in_order)
+    assert_same_model(parallel, open_plain(path))
+
+
+def test_a_refused_opcode_in_a_worker_range(tmp_path, monkeypatch, many_workers):
+    snap = torch_like(entries=1500)
+    snap["device_traces"][0][1200]["user_metadata"] = "MARKER-VALUE-XYZ"
+    data = pickle.dumps(snap, protocol=4).replace(b"\x8c\x10MARKER-VALUE-XYZ", b"cos\nsystem\n")
+    path = tmp_path / "evil.pickle"
+    path.write_bytes(data)
+    with pytest.raises(FastFallback):
+        scan_snapshot(path)
+    with pytest.raises(SnapshotError) as fast_error:
+        open_snapshot(path, cache=None)
+    with pytest.raises(SnapshotError) as plain_error:
+        open_snapshot(path, streaming=False, cache=None)
+    assert fast_error.value.message == plain_error.value.message
+
+
+def test_a_progress_callback_that_cancels_stops_the_workers(tmp_path, many_workers):
+    path = tmp_path / "snap.pickle"
+    path.write_bytes(pickle.dumps(torch_like(entries=3000), protocol=4))
+
+    class Cancelled(Exception):
+        pass
+
+    calls = []
+
+    def cancel(stage, done, total):
+        calls.append(done)
+        if len(calls) > 1:
+            raise Cancelled
+
+    with pytest.raises(Cancelled):
+        open_fast(path, cancel)
+    assert open_fast(path) is not None  # nothing left behind
+
+
+def test_utf8_check_of_the_workers_matches_python():
+    import itertools
+    import random
+
+    def python_takes(b: bytes) -> bool:
+        try:
+            b.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            return False
+        return True
+
+    samples = [bytes(t) for t in itertools.product(range(256), repeat=2)]
+    rng = random.Random(5)
+    samples += [bytes(rng.choice([rng.randrange(256), rng.randrange(0x80, 0xC0), rng.randrange(0xC0, 0xF8)])
+                      for _ in range(rng.randrange(1, 7))) for _ in range(50_000)]
+    assert [fast._native._utf8_valid(b) for b in samples] == [python_takes(b) for b in samples]
 
 
 def test_a_file_the_scanner_does_not_read_is_logged_and_read_by_the_streaming_decoder(tmp_path, caplog):

@@ -78,6 +78,7 @@ class Scanned:
     frames: list[tuple]
     stack_flat: np.ndarray
     stack_offsets: np.ndarray
+    parallel: dict  # ranges read by workers: planned, merged, read in order instead
 
 
 def scan_snapshot(path: str | os.PathLike, progress: ProgressFn | None = None) -> Scanned:
@@ -91,6 +92,7 @@ def scan_snapshot(path: str | os.PathLike, progress: ProgressFn | None = None) -
     try:
         total = _feed_all(scanner, info, relay)
         result = scanner.finish(total)
+        result["parallel"] = scanner.parallel
     except _native.Unsupported as exc:
         reason, offset, refused = exc.args
         raise FastFallback(f"{reason} (at byte {offset:,})", refused) from None
@@ -102,9 +104,29 @@ def scan_snapshot(path: str | os.PathLike, progress: ProgressFn | None = None) -
     return _scanned(result)
 
 
+def scan_threads() -> int:
+    """Cores the scanner may use: those this process may run on (``MEMTUI_SCAN_THREADS``
+    overrides; 1 reads in order)."""
+    wanted = os.environ.get("MEMTUI_SCAN_THREADS")
+    if wanted and wanted.isdigit() and int(wanted) > 0:
+        return int(wanted)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def _feed_all(scanner, info, relay) -> int:
     """Feed the decompressed file to ``scanner`` until STOP; the stream's length, as far
-    as the scanner needs to know it."""
+    as the scanner needs to know it. An uncompressed file is read by offset, in parallel
+    where it is large enough (parallel.c)."""
+    if info.compression is None:
+        try:
+            with open(info.path, "rb", buffering=0) as fh:
+                scanner.scan_file(fh.fileno(), info.size, scan_threads(), relay)
+        except OSError as exc:
+            raise FastFallback(f"cannot read ({exc})") from None
+        return info.size
     try:
         stream = open_unguarded(info, relay)
         if info.compression is not None:  # inflation is bounded as for the other readers
@@ -161,7 +183,7 @@ def _scanned(result: dict) -> Scanned:
     raw["device_traces"] = [[] for _ in traces]
     return Scanned(raw=raw, traces=traces, actions=result["actions"], frames=result["frames"],
                    stack_flat=np.frombuffer(result["stack_flat"], np.int32),
-                   stack_offsets=np.frombuffer(result["stack_offsets"], np.int64))
+                   stack_offsets=np.frombuffer(result["stack_offsets"], np.int64), parallel=result["parallel"])
 
 
 class _ProgressRelay:

@@ -1,0 +1,363 @@
+/* The merge step of the parallel pass (parallel.c): a worker's results become the main
+ * scanner's, in the order a scan in order would have made them. With the GIL.
+ *
+ * Everything that can make a worker unusable is checked before anything is changed (its
+ * batches against the real stack, every deferred reference it made); the caller then reads
+ * that range in order instead. After the checks, failures are failures of the whole scan. */
+
+#define NOT_RESOLVED (-3)
+
+typedef struct {
+    int32_t strid;  /* -1: None */
+    int32_t fid;
+    int32_t sid;    /* -1: an empty frame list */
+    int own_kind;   /* a slot of the worker's own (SK_*), else 0 */
+    int32_t own_value;
+} Resolved;
+
+/* What each deferred reference of ``w`` stands for, now that every slot before its range is
+ * filled: a slot before the range (``base``: the first of its own), or one of its own. A
+ * slot of its own holds the worker's ids, mapped when they are used (own_kind/own_value).
+ * 0, or -1 when one cannot be used as the worker used it (or only by giving a stack an id
+ * out of order). */
+static int resolve_deferred(Scanner *s, Worker *w, int64_t base, Resolved *out)
+{
+    Scanner *ws = &w->s;
+    for (Py_ssize_t k = 0; k < w->wm.deferred; k++) {
+        int64_t index = VEC_AT(&ws->deferred_index, int64_t, k);
+        uint8_t use = VEC_AT(&ws->deferred_use, uint8_t, k);
+        Resolved r = {NOT_RESOLVED, NOT_RESOLVED, NOT_RESOLVED, 0, 0};
+        if (index < base) {
+            uint32_t slot = s->memo[index >> MEMO_CHUNK_BITS][index & (MEMO_CHUNK - 1)];
+            uint32_t v = SLOT_VALUE(slot);
+            switch (SLOT_KIND(slot)) {
+            case SK_STR: r.strid = (int32_t)v; break;
+            case SK_STACK: r.sid = (int32_t)v - 1; break;
+            case SK_FRAME:
+                if (frec_fid(s, (int32_t)v, &r.fid)) return -1;
+                break;
+            case SK_OBJ: {
+                PyObject *obj = VEC_AT(&s->objs, PyObject *, v);
+                int32_t conv = VEC_AT(&s->obj_conv, int32_t, v);
+                if (obj == Py_None) r.strid = -1;
+                else if (PyUnicode_CheckExact(obj)) {
+                    if (obj_to_strid(s, s->base, v, &r.strid)) return -1;
+                } else if (PyDict_CheckExact(obj) && conv != CONV_UNKNOWN && conv != CONV_BAD) {
+                    r.fid = conv;
+                } else if (PyList_CheckExact(obj) && conv != CONV_UNKNOWN && conv != CONV_BAD) {
+                    r.sid = conv;  /* a list that already has its stack id: no new id out of order */
+                }
+                break;
+            }
+            default:
+                return -1;
+            }
+            if ((use & USE_STR) && (r.strid == NOT_RESOLVED || (r.strid == -1 && !(use & USE_NONE)))) return -1;
+            if ((use & USE_FRAME) && r.fid < 0) return -1;
+            if ((use & USE_LIST) && r.sid == NOT_RESOLVED) return -1;
+        } else {  /* one of its own: a slot it filled before it referred to it */
+            int64_t j = index - base;
+            if (j >= w->wm.own) return -1;
+            uint32_t slot = own_get(ws, j);
+            r.own_kind = (int)SLOT_KIND(slot);
+            r.own_value = (int32_t)SLOT_VALUE(slot);
+            if ((use & USE_STR) && r.own_kind != SK_STR) return -1;
+            if ((use & USE_FRAME) && r.own_kind != SK_FRAME) return -1;
+            if ((use & USE_LIST) && r.own_kind != SK_STACK) return -1;
+        }
+        out[k] = r;
+    }
+    return 0;
+}
+
+typedef struct {
+    int has_mark;         /* the real stack's top: TRACE, then MARK when set, then entries */
+    int64_t entries;
+    int64_t appended;     /* entries the worker's batches put in the trace */
+} Batches;
+
+/* The real stack's top as Batches: [... TRACE, (MARK), ENTRY x n] of ``trace``. */
+static int stack_top(Scanner *s, int32_t trace, Batches *b)
+{
+    Py_ssize_t i = s->stack.n - 1;
+    b->entries = 0;
+    b->appended = 0;
+    while (i >= 0 && VEC_AT(&s->stack, Item, i).kind == I_ENTRY) {
+        if (VEC_AT(&s->stack, Item, i).trace != trace) return -1;
+        b->entries++;
+        i--;
+    }
+    b->has_mark = i >= 0 && VEC_AT(&s->stack, Item, i).kind == I_MARK;
+    if (b->has_mark) i--;
+    return i >= 0 && VEC_AT(&s->stack, Item, i).kind == I_TRACE && VEC_AT(&s->stack, Item, i).trace == trace ? 0 : -1;
+}
+
+/* The worker's batches played on the Batches state, as the unpickler would. -1 when they do
+ * not fit it (the scan in order would not have read these as entries of one trace). */
+static int play_batches(const Worker *w, Batches *b)
+{
+    int64_t rows = 0;
+    for (Py_ssize_t i = 0; i < w->tokens.n; i++) {
+        int64_t t = VEC_AT(&w->tokens, int64_t, i);
+        if (t > 0) {
+            b->entries += t;
+            rows += t;
+        } else if (t == TOK_MARK) {  /* a dict over entries or over a mark would not be an entry */
+            if (b->has_mark || b->entries) return -1;
+            b->has_mark = 1;
+        } else if (t == TOK_APPENDS) {
+            if (!b->has_mark) return -1;
+            b->appended += b->entries;
+            b->entries = 0;
+            b->has_mark = 0;
+        } else {  /* TOK_APPEND: one entry straight onto the trace */
+            if (b->has_mark || b->entries != 1) return -1;
+            b->appended += 1;
+            b->entries = 0;
+        }
+    }
+    return rows == w->wm.rows ? 0 : -1;
+}
+
+static inline int32_t map_id(int32_t id, Py_ssize_t parents, const int32_t *own)
+{
+    return id < parents ? id : own[id - parents];
+}
+
+/* The maps from the worker's ids to the main scanner's, filled in the order they are needed. */
+typedef struct {
+    const Worker *w;
+    const Resolved *res;
+    int32_t *smap, *frmap, *fmap, *stmap, *amap;
+    Scanner *s;
+} Maps;
+
+static inline int32_t map_str(const Maps *m, int32_t id)
+{
+    if (id >= 0) return map_id(id, m->w->p_strings, m->smap);
+    if (id == -1) return -1;
+    const Resolved *r = &m->res[-2 - id];
+    return r->own_kind ? map_id(r->own_value, m->w->p_strings, m->smap) : r->strid;
+}
+
+static inline int32_t map_fid(const Maps *m, int32_t id)
+{
+    if (id >= 0) return map_id(id, m->w->p_frames, m->fmap);
+    const Resolved *r = &m->res[-2 - id];
+    if (!r->own_kind) return r->fid;
+    int32_t fid;  /* a frame dict of its own, whose record is merged by now */
+    return frec_fid(m->s, map_id(r->own_value, m->w->p_frecs, m->frmap), &fid) ? -1 : fid;
+}
+
+static inline int32_t map_sid(const Maps *m, int32_t id)
+{
+    if (id >= 0) return map_id(id, m->w->p_stacks, m->stmap);
+    if (id == -1) return -1;
+    const Resolved *r = &m->res[-2 - id];
+    if (!r->own_kind) return r->sid;
+    int32_t local = r->own_value - 1;  /* SK_STACK holds the stack id + 1 */
+    return local < 0 ? -1 : map_id(local, m->w->p_stacks, m->stmap);
+}
+
+static int map_local_values(Trace *t, const Maps *m, const Vec *vals, int is_ctx, Vec *out)
+{
+    for (Py_ssize_t j = 0; j < vals->n; j++) {
+        int32_t strid = map_str(m, VEC_AT(vals, int32_t, j));
+        int64_t local;
+        int r = is_ctx ? local_id(&t->ctx_ids, &t->ctx_vals, strid, &local, &t->last_ctx, &t->last_ctx_local)
+                       : local_id(&t->meta_ids, &t->meta_vals, strid, &local, &t->last_meta, &t->last_meta_local);
+        if (r || VEC_PUSH(out, int32_t, (int32_t)local)) return -1;
+    }
+    return 0;
+}
+
+/* dst gets n values of src (any widths), each through lut[v + offset] when lut is given. */
+static int intcol_append(IntCol *dst, const IntCol *src, int64_t n, const int32_t *lut, int64_t offset, int64_t lut_n)
+{
+    int width = dst->width;
+    if (!lut) {
+        if (src->width > width) width = src->width;
+    } else {
+        for (int64_t i = 0; i < lut_n; i++)
+            if (width_of(lut[i]) > width) width = width_of(lut[i]);
+    }
+    if (intcol_fit(dst, dst->n + n, width)) return -1;
+    uint8_t *d = dst->data;
+    int64_t at = dst->n;
+#define COPY(DT, ST)                                                                                  \
+    do {                                                                                              \
+        const ST *sp = (const ST *)src->data;                                                         \
+        DT *dp = (DT *)d + at;                                                                        \
+        if (lut) for (int64_t i = 0; i < n; i++) dp[i] = (DT)lut[(int64_t)sp[i] + offset];            \
+        else for (int64_t i = 0; i < n; i++) dp[i] = (DT)sp[i];                                        \
+    } while (0)
+#define BY_SRC(DT)                                                                                    \
+    switch (src->width) {                                                                             \
+    case 1: COPY(DT, int8_t); break;                                                                  \
+    case 2: COPY(DT, int16_t); break;                                                                 \
+    case 4: COPY(DT, int32_t); break;                                                                 \
+    default: COPY(DT, int64_t); break;                                                                \
+    }
+    switch (dst->width) {
+    case 1: BY_SRC(int8_t); break;
+    case 2: BY_SRC(int16_t); break;
+    case 4: BY_SRC(int32_t); break;
+    default: BY_SRC(int64_t); break;
+    }
+#undef BY_SRC
+#undef COPY
+    dst->n += n;
+    return 0;
+}
+
+/* The worker's rows after the trace's, its ids mapped. */
+static int append_rows(Trace *t, Trace *wt, int64_t rows, const Maps *m, const Vec *ctx, const Vec *meta)
+{
+    const Worker *w = m->w;
+    Py_ssize_t n_actions = w->wm.actions, n_deferred = w->wm.deferred, n_stacks = w->wm.stacks;
+    int64_t stack_off = 1 + n_deferred;  /* stack values: deferred codes (-2 - k), -1, stack ids */
+    int32_t *actions = malloc((size_t)(n_actions + 1) * sizeof(int32_t));
+    int32_t *stacks = malloc((size_t)(n_stacks + stack_off + 1) * sizeof(int32_t));
+    int r = -1;
+    if (!actions || !stacks) goto out;
+    for (Py_ssize_t a = 0; a < n_actions; a++) actions[a] = map_id((int32_t)a, w->p_actions, m->amap);
+    const uint8_t *use = (const uint8_t *)w->s.deferred_use.data;
+    for (int64_t v = -stack_off; v < n_stacks; v++)  /* deferred codes used as lists only: the others are no stacks */
+        stacks[v + stack_off] = v <= -2 && !(use[-2 - v] & USE_LIST) ? -1 : map_sid(m, (int32_t)v);
+    if (intcol_append(&t->action, &wt->action, rows, actions, 0, n_actions) ||
+        intcol_append(&t->addr, &wt->addr, rows, NULL, 0, 0) || intcol_append(&t->size, &wt->size, rows, NULL, 0, 0) ||
+        intcol_append(&t->stream, &wt->stream, rows, NULL, 0, 0) ||
+        intcol_append(&t->stack, &wt->stack, rows, stacks, stack_off, n_stacks + stack_off) ||
+        intcol_append(&t->ctx, &wt->ctx, rows, (const int32_t *)ctx->data, 0, ctx->n) ||
+        intcol_append(&t->meta, &wt->meta, rows, (const int32_t *)meta->data, 0, meta->n) ||
+        intcol_append(&t->device_free, &wt->device_free, rows, NULL, 0, 0) ||
+        vec_reserve(&t->time, t->time.n + rows, sizeof(double)))
+        goto out;
+    memcpy((double *)t->time.data + t->time.n, wt->time.data, (size_t)rows * sizeof(double));
+    t->time.n += rows;
+    r = 0;
+out:
+    free(actions);
+    free(stacks);
+    return r;
+}
+
+/* Merge worker ``w`` into ``s`` (which stands at w->start). *discard: the worker cannot be
+ * used, nothing was changed; read its range in order. */
+static int merge_worker(Scanner *s, Worker *w, int *discard)
+{
+    Scanner *ws = &w->s;
+    *discard = 1;
+    int32_t trace;
+    Batches b;
+    int64_t base = s->memo_len;  /* the range's first slot: every range before it is merged */
+    if (w->status != ST_OK || (ws->guess >= 0 && ws->guess != base) || !in_trace(s, &trace) || stack_top(s, trace, &b))
+        return ST_OK;
+    Batches start = b;
+    if (play_batches(w, &b)) return ST_OK;
+    Resolved *res = malloc((size_t)(w->wm.deferred ? w->wm.deferred : 1) * sizeof(Resolved));
+    if (!res) return ST_ERROR;
+    if (resolve_deferred(s, w, base, res)) {
+        free(res);
+        s->reason = NULL;  /* a conversion that failed here is not the scan's failure */
+        s->refused = 0;
+        return ST_OK;
+    }
+    *discard = 0;
+    int st = ST_ERROR;
+    Py_ssize_t n_str = w->wm.strings - w->p_strings, n_frec = w->wm.frecs - w->p_frecs;
+    Py_ssize_t n_fr = w->wm.frames - w->p_frames, n_st = w->wm.stacks - w->p_stacks, n_act = w->wm.actions - w->p_actions;
+    Maps m = {w, res, malloc((size_t)(n_str + 1) * sizeof(int32_t)), malloc((size_t)(n_frec + 1) * sizeof(int32_t)),
+              malloc((size_t)(n_fr + 1) * sizeof(int32_t)), malloc((size_t)(n_st + 1) * sizeof(int32_t)),
+              malloc((size_t)(n_act + 1) * sizeof(int32_t)), s};
+    Vec extras = {0}, ctx = {0}, meta = {0};
+    if (!m.smap || !m.frmap || !m.fmap || !m.stmap || !m.amap) goto out;
+    /* strings, by content (the str is made here: a worker has no GIL) */
+    for (Py_ssize_t j = 0; j < n_str; j++) {
+        const StrRec *rec = &VEC_AT(&ws->strings.recs, StrRec, w->p_strings + j);
+        const char *reason = NULL;
+        int32_t id = str_intern(&s->strings, (const char *)ws->strings.arena.data + rec->offset, rec->length, &reason);
+        if (id == -2) goto out;
+        if (id < 0) { st = scan_fail(s, s->base, reason); goto out; }
+        m.smap[j] = id;
+    }
+    /* frame records: the dicts the worker read; their frame ids are given when first used */
+    for (Py_ssize_t j = 0; j < n_frec; j++) {
+        FrameRec rec = VEC_AT(&ws->frecs, FrameRec, w->p_frecs + j);
+        Py_ssize_t at = s->rec_extras.n;
+        for (int32_t e = 0; e < 2 * rec.n_extras; e++)
+            if (VEC_PUSH(&s->rec_extras, int32_t, map_str(&m, VEC_AT(&ws->rec_extras, int32_t, rec.extras_at + e))))
+                goto out;
+        rec.filename = map_str(&m, rec.filename);
+        rec.name = map_str(&m, rec.name);
+        rec.extras_at = (int32_t)at;
+        rec.fid = -1;
+        rec.obj = rec.line_obj = NULL;
+        m.frmap[j] = (int32_t)s->frecs.n;
+        if (VEC_PUSH(&s->frecs, FrameRec, rec)) goto out;
+    }
+    /* frames and stacks by content, stacks in the order the worker met them */
+    for (Py_ssize_t j = 0; j < n_fr; j++) {
+        const FrameKey *k = &VEC_AT(&ws->ft.frames, FrameKey, w->p_frames + j);
+        extras.n = 0;
+        for (int32_t e = 0; e < 2 * k->n_extras; e++)
+            if (VEC_PUSH(&extras, int32_t, map_str(&m, VEC_AT(&ws->ft.extras, int32_t, k->extras_at + e)))) goto out;
+        int32_t id = frame_intern(&s->ft, map_str(&m, k->filename), k->line, map_str(&m, k->name),
+                                  (const int32_t *)extras.data, k->n_extras);
+        if (id < 0) goto out;
+        m.fmap[j] = id;
+    }
+    for (Py_ssize_t j = 0; j < n_st; j++) {
+        int64_t lo = VEC_AT(&ws->ft.offsets, int64_t, w->p_stacks + j), hi = VEC_AT(&ws->ft.offsets, int64_t, w->p_stacks + j + 1);
+        extras.n = 0;
+        for (int64_t e = lo; e < hi; e++) {
+            int32_t fid = map_fid(&m, VEC_AT(&ws->ft.flat, int32_t, e));
+            if (fid < 0 || VEC_PUSH(&extras, int32_t, fid)) goto out;
+        }
+        int32_t id = stack_intern(&s->ft, (const int32_t *)extras.data, extras.n);
+        if (id < 0) goto out;
+        m.stmap[j] = id;
+    }
+    /* action names, in the order the worker met them */
+    for (Py_ssize_t j = 0; j < n_act; j++) {
+        int32_t strid = map_str(&m, VEC_AT(&ws->actions, int32_t, w->p_actions + j));
+        StrRec *rec = &VEC_AT(&s->strings.recs, StrRec, strid);
+        if (rec->action < 0) {
+            rec->action = (int32_t)s->actions.n;
+            if (VEC_PUSH(&s->actions, int32_t, strid)) goto out;
+        }
+        m.amap[j] = VEC_AT(&s->strings.recs, StrRec, strid).action;
+    }
+    /* the worker's memo slots, after the ones before its range */
+    if (w->wm.own && memo_reserve(s, base + w->wm.own)) goto out;
+    for (int64_t j = 0; j < w->wm.own; j++) {
+        uint32_t slot = own_get(ws, j), v = SLOT_VALUE(slot);
+        switch (SLOT_KIND(slot)) {
+        case SK_STR: slot = SLOT(SK_STR, map_str(&m, (int32_t)v)); break;
+        case SK_FRAME: slot = SLOT(SK_FRAME, map_id((int32_t)v, w->p_frecs, m.frmap)); break;
+        case SK_STACK: slot = SLOT(SK_STACK, map_sid(&m, (int32_t)v - 1) + 1); break;
+        case SK_ENTRY: case SK_OPAQUE: break;
+        default: st = scan_fail(s, s->base, "a worker's memo slot of an unexpected kind"); goto out;
+        }
+        int64_t i = base + j;
+        s->memo[i >> MEMO_CHUNK_BITS][i & (MEMO_CHUNK - 1)] = slot;
+    }
+    s->memo_len = base + w->wm.own;
+    /* rows */
+    Trace *t = VEC_AT(&s->traces, Trace *, trace), *wt = VEC_AT(&ws->traces, Trace *, 0);
+    if (map_local_values(t, &m, &wt->ctx_vals, 1, &ctx) || map_local_values(t, &m, &wt->meta_vals, 0, &meta)) goto out;
+    if (append_rows(t, wt, w->wm.rows, &m, &ctx, &meta)) goto out;
+    s->rows_total += w->wm.rows;
+    if (ws->max_frame_end > s->max_frame_end) s->max_frame_end = ws->max_frame_end;
+    /* the batches on the real stack: the entries left open, over their mark */
+    s->stack.n -= start.entries + start.has_mark;
+    t->appended += b.appended;
+    if (b.has_mark && push_item(s, (Item){I_MARK, -1, 0, NULL})) goto out;
+    for (int64_t e = b.entries; e > 0; e--)
+        if (push_item(s, (Item){I_ENTRY, trace, t->action.n - e, NULL})) goto out;
+    st = ST_OK;
+out:
+    free(res); free(m.smap); free(m.frmap); free(m.fmap); free(m.stmap); free(m.amap);
+    vec_free(&extras); vec_free(&ctx); vec_free(&meta);
+    return st;
+}
