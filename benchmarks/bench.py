@@ -17,6 +17,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -143,7 +144,20 @@ class Runner:
         return out
 
 
-def bench_file(path: str, runner: Runner, limit_gb: float | None, skip_tui: bool, skip: set[str]) -> dict:
+def median_run(measured: list[dict]) -> dict:
+    """The median time and the median peak of the runs that worked (with how many there were)."""
+    good = [m for m in measured if "error" in m] if all("error" in m for m in measured) else \
+        [m for m in measured if "error" not in m]
+    if "error" in good[0]:
+        return good[0]
+    times = sorted(m["time_s"] for m in good)
+    peaks = sorted(m["peak_rss"] for m in good)
+    return {"time_s": statistics.median(times), "peak_rss": int(statistics.median(peaks)), "runs": len(good),
+            "times_s": times}
+
+
+def bench_file(path: str, runner: Runner, limit_gb: float | None, skip_tui: bool, skip: set[str],
+               repeat: int = 1) -> dict:
     results: dict = {"file": path, "size": os.path.getsize(path)}
     cache_dir = tempfile.mkdtemp(prefix="memtui-bench-cache-")
     python = sys.executable
@@ -152,16 +166,23 @@ def bench_file(path: str, runner: Runner, limit_gb: float | None, skip_tui: bool
         print(f"  {Path(path).name}: {mode} ...", file=sys.stderr, flush=True)
 
     try:
-        for mode, argv, limit in (
+        processes = [(mode, argv, limit) for mode, argv, limit in (
             ("proc_pickle", [python, "-c", PICKLE_SCRIPT, path], limit_gb),
             ("proc_cold", [python, "-c", OPEN_SCRIPT, path], None),
             ("proc_info", [python, "-m", "memtui", "info", "--no-cache", path], None),
-        ):
+        ) if mode not in skip]
+        for mode in ("proc_pickle", "proc_cold", "proc_info"):
             if mode in skip:
                 results[mode] = {"note": "skipped"}
-                continue
-            note(mode)
-            results[mode] = runner.process(argv, limit)
+        # The machine is shared: each whole-process figure is the median of ``repeat`` runs,
+        # the three taken in turn so a busy moment weighs on all of them alike.
+        runs: dict[str, list[dict]] = {mode: [] for mode, _, _ in processes}
+        for k in range(repeat):
+            for mode, argv, limit in processes:
+                note(f"{mode} ({k + 1}/{repeat})")
+                runs[mode].append(runner.process(argv, limit))
+        for mode, measured in runs.items():
+            results[mode] = median_run(measured)
         steps = [("pickle", limit_gb)]
         if importlib.util.find_spec("torch") is not None:
             steps.append(("viz", limit_gb))
@@ -266,6 +287,9 @@ def print_table(results: dict, machine: dict | None = None) -> None:
         extra.append(f"frame filter: `{results['warm']['frame_filter']}`")
     if machine:
         extra.append(f"{machine.get('cores') or machine.get('cpus')} cores")
+    runs = lookup(results, "proc_cold.runs")
+    if runs:
+        extra.append(f"whole-process figures: median of {runs} alternating runs")
     if extra:
         print("; ".join(extra))
 
@@ -280,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cores", type=int, default=None, help="run every process on the first N cores")
     parser.add_argument("--skip-tui", action="store_true")
     parser.add_argument("--skip", default="", help="comma-separated measurements to leave out (e.g. plain,stream)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each whole-process figure (the median is shown)")
     parser.add_argument("--from-json", action="store_true", help="print the tables of FILE (a JSON written before)")
     args = parser.parse_args(argv)
     if args.from_json:
@@ -294,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     runner = Runner(args.cores, args.timeout)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     for path in args.files:
-        results = derive(bench_file(path, runner, args.limit_gb, args.skip_tui, skip))
+        results = derive(bench_file(path, runner, args.limit_gb, args.skip_tui, skip, max(1, args.repeat)))
         everything["files"].append(results)
         print_table(results, machine)
         args.json.write_text(json.dumps(everything, indent=2))
