@@ -228,8 +228,9 @@ typedef struct {
     int64_t shown;       /* the most reported so far: progress never goes back */
 } Progress;
 
-static int report(Progress *p, int64_t done)  /* with the GIL; -1 when the callback raised */
+static int report(Progress *p, int64_t done)  /* with the GIL; -1 when the callback (or Ctrl-C) raised */
 {
+    if (PyErr_CheckSignals() < 0) return -1;
     if (!p->callback || p->callback == Py_None) return 0;
     if (done < p->shown) done = p->shown;
     p->shown = done;
@@ -643,6 +644,10 @@ static int run_jobs(void (*fn)(void *), void *items, size_t item_size, int n, in
         struct timespec pause = {0, 20 * 1000 * 1000};
         nanosleep(&pause, NULL);
         Py_END_ALLOW_THREADS
+        if (!raised && !done_of && PyErr_CheckSignals() < 0) {  /* Ctrl-C: the jobs stop */
+            raised = 1;
+            *cancel = 1;
+        }
         if (!raised && done_of) {
             int64_t done = done_base;
             for (int i = 0; i < n; i++) done += done_of((char *)items + (size_t)i * item_size);
