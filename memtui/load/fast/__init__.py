@@ -22,6 +22,7 @@ import numpy as np
 
 from memtui.load.changes import check_unchanged, file_state
 from memtui.load.limits import MAX_COMPRESSED_ITEM, GuardedStream
+from memtui.load.progress_relay import ProgressRelay
 from memtui.load.source import ProgressFn, inspect_source, open_unguarded
 
 try:
@@ -87,7 +88,7 @@ def scan_snapshot(path: str | os.PathLike, progress: ProgressFn | None = None) -
         raise FastFallback("the compiled scanner is not available")
     info = inspect_source(path)
     before = file_state(info.path)
-    relay = _ProgressRelay(progress) if progress is not None else None
+    relay = ProgressRelay(progress) if progress is not None else None
     scanner = _native.Scanner()
     try:
         total = _feed_all(scanner, info, relay)
@@ -184,18 +185,3 @@ def _scanned(result: dict) -> Scanned:
     return Scanned(raw=raw, traces=traces, actions=result["actions"], frames=result["frames"],
                    stack_flat=np.frombuffer(result["stack_flat"], np.int32),
                    stack_offsets=np.frombuffer(result["stack_offsets"], np.int64), parallel=result["parallel"])
-
-
-class _ProgressRelay:
-    """Calls the caller's progress callback and remembers what it raised (a cancel)."""
-
-    def __init__(self, progress: ProgressFn) -> None:
-        self._progress = progress
-        self.error: BaseException | None = None
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        try:
-            self._progress(stage, done, total)
-        except BaseException as exc:
-            self.error = exc
-            raise

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 
 from memtui.errors import SnapshotError
 from memtui.load.changes import check_unchanged, file_state
+from memtui.load.progress_relay import ProgressRelay
 from memtui.load.source import ProgressFn, SourceInfo, inspect_source, memory_error_message, open_unguarded
 from memtui.load.stream.check import detach_traces
 from memtui.load.stream.errors import StreamFallback
@@ -45,7 +46,7 @@ def stream_snapshot(
     if not _starts_framed(info):  # JSON, an export, an old protocol: no helper process for those
         raise StreamFallback("not a protocol 4 or 5 pickle")
     before = file_state(info.path)
-    relay = _ProgressRelay(progress) if progress is not None else None
+    relay = ProgressRelay(progress) if progress is not None else None
     sink_name = new_sink_name()
     sink_global = global_opcode(sink_name)
     if _use_helper_process(info):
@@ -85,22 +86,6 @@ use_helper_process = True  # tests switch it off or on to cover both ways
 
 def _use_helper_process(info) -> bool:
     return use_helper_process and info.size >= HELPER_PROCESS_MIN_BYTES and (os.cpu_count() or 1) > 1
-
-
-class _ProgressRelay:
-    """Calls the caller's progress callback and remembers what it raised (a cancel), so
-    that exception is not mistaken for a decoding failure on its way out of the unpickler."""
-
-    def __init__(self, progress: ProgressFn) -> None:
-        self._progress = progress
-        self.error: BaseException | None = None
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        try:
-            self._progress(stage, done, total)
-        except BaseException as exc:
-            self.error = exc
-            raise
 
 
 class _ChunkReader(io.RawIOBase):
