@@ -93,6 +93,9 @@ def server():
             proc.kill()
 
 
+# About 35 s (Chromium and a served session); tests/system/web/test_serve_segment_map.py
+# drives the served explorer in Chromium in the default run.
+@pytest.mark.slow
 def test_browser_shows_event_log_and_jumps_to_oom(server, tmp_path):
     if CHROMIUM is None:
         pytest.skip("no Chromium installed (apt-get install chromium)")
