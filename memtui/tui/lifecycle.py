@@ -22,6 +22,7 @@ import select
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -131,10 +132,22 @@ def _exit_on_signals(app: App, outcome: AppOutcome) -> Iterator[None]:
             previous[signum] = signal.signal(signum, on_signal)
         except (ValueError, OSError):  # not the main thread, or not settable here
             pass
+    # The kernel may hand a signal to any thread; Python runs the handler on the main thread
+    # only, which a wedged loop never frees. The wakeup fd is written at once, whichever
+    # thread took the signal, so the watchdog starts its count from there too.
+    try:
+        old_wakeup = signal.set_wakeup_fd(watchdog.wakeup_fd, warn_on_full_buffer=False)
+    except (ValueError, OSError):
+        old_wakeup = None
     watchdog.start()
     try:
         yield
     finally:
+        if old_wakeup is not None:
+            try:
+                signal.set_wakeup_fd(old_wakeup)
+            except (ValueError, OSError):
+                pass
         for signum, handler in previous.items():
             try:
                 signal.signal(signum, handler)
@@ -151,6 +164,8 @@ class _ExitWatchdog(threading.Thread):
     def __init__(self) -> None:
         super().__init__(daemon=True, name="memtui-exit-watchdog")
         self._read, self._write = os.pipe()
+        os.set_blocking(self._write, False)  # signal.set_wakeup_fd takes only a non-blocking fd
+        self.wakeup_fd = self._write
         self._code = 1
         self._terminal = _TerminalModes()
 
@@ -165,10 +180,20 @@ class _ExitWatchdog(threading.Thread):
         os.close(self._write)
 
     def run(self) -> None:
-        if os.read(self._read, 1) == b"d":
-            return
-        if select.select([self._read], [], [], EXIT_GRACE)[0]:
-            return  # disarmed: the app has exited within the grace period
+        # Bytes on the pipe: "a" (alarm), "d" (disarm), or a signal's number written by the
+        # interpreter's wakeup fd (any handled signal: only the exit signals count).
+        while True:
+            byte = os.read(self._read, 1)
+            if byte == b"d":
+                return
+            if byte == b"a" or (byte and byte[0] in EXIT_SIGNALS):
+                if byte != b"a":
+                    self._code = 128 + byte[0]
+                break
+        deadline = time.monotonic() + EXIT_GRACE
+        while (left := deadline - time.monotonic()) > 0:
+            if select.select([self._read], [], [], left)[0] and os.read(self._read, 1) == b"d":
+                return  # disarmed: the app has exited within the grace period
         self._terminal.restore()
         os._exit(self._code)
 
