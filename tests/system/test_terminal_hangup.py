@@ -49,8 +49,17 @@ class TmuxServer:
 
     def open(self, name: str, snapshot: Path) -> int:
         """Start the explorer on ``snapshot`` as the session's process; its pid, once drawn."""
-        self("new-session", "-d", "-s", name, "-x", "120", "-y", "40",
-             f"exec {sys.executable} -m memtui {snapshot}")
+        for attempt in range(5):
+            # After the last session is killed the tmux server exits; a new-session that
+            # reaches it while it is going away fails, and the next one starts a fresh server.
+            try:
+                self("new-session", "-d", "-s", name, "-x", "120", "-y", "40",
+                     f"exec {sys.executable} -m memtui {snapshot}")
+                break
+            except subprocess.CalledProcessError:
+                if attempt == 4:
+                    raise
+                time.sleep(0.2)
         pid = int(self("list-panes", "-t", name, "-F", "#{pane_pid}"))
         deadline = time.monotonic() + 60
         while "Events" not in self("capture-pane", "-p", "-t", name, check=False):
