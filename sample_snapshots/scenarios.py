@@ -16,11 +16,10 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from workloads import MiB, Run, _mlp  # noqa: E402
+from workloads import MiB, Run, _mlp, run_each  # noqa: E402
 
 
 def _blob(torch, mib: int):
@@ -388,15 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.one:
         run_one(args.one, args.out)
         return 0
-    os.makedirs(args.out, exist_ok=True)
-    failed = []
-    for name in args.scenarios or names():
-        env = {**os.environ, **ENV.get(name.rpartition("_")[0], {})}
-        code = subprocess.run([sys.executable, __file__, "--out", args.out, "--one", name], env=env).returncode
-        print(f"{name}: {'ok' if code == 0 else f'exit {code}'}", flush=True)
-        if code:
-            failed.append(name)
-    return 1 if failed else 0
+    return run_each(__file__, args.out, args.scenarios or names(), lambda name: ENV.get(name.rpartition("_")[0], {}))
 
 
 if __name__ == "__main__":

@@ -395,11 +395,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.one:
         SCENARIOS[args.one][0](os.path.join(args.out, args.one))
         return 0
-    os.makedirs(args.out, exist_ok=True)
+    return run_each(__file__, args.out, args.scenarios or list(SCENARIOS), lambda name: SCENARIOS[name][1])
+
+
+def run_each(script: str, out: str, names: list[str], env_of) -> int:
+    """Run ``script --one NAME`` for each name in a process of its own (a fresh allocator, and
+    allocator settings from ``env_of(name)`` set before CUDA starts); 1 if any failed."""
+    os.makedirs(out, exist_ok=True)
     failed = []
-    for name in args.scenarios or list(SCENARIOS):
-        env = {**os.environ, **SCENARIOS[name][1]}
-        code = subprocess.run([sys.executable, __file__, "--out", args.out, "--one", name], env=env).returncode
+    for name in names:
+        env = {**os.environ, **env_of(name)}
+        code = subprocess.run([sys.executable, script, "--out", out, "--one", name], env=env).returncode
         print(f"{name}: {'ok' if code == 0 else f'exit {code}'}", flush=True)
         if code:
             failed.append(name)
