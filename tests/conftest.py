@@ -14,6 +14,15 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
+
+# Property tests are deterministic by default (the same cases on every run, no example
+# database), so a green run means the code, not the draw. MEMTUI_FUZZ_EXAMPLES (a long run)
+# or MEMTUI_HYPOTHESIS=random explores new cases; a failure they find becomes an explicit example.
+hypothesis_settings.register_profile("fixed", derandomize=True, database=None, print_blob=True)
+hypothesis_settings.register_profile("random", derandomize=False, database=None, print_blob=True)
+_RANDOM = os.environ.get("MEMTUI_HYPOTHESIS") == "random" or "MEMTUI_FUZZ_EXAMPLES" in os.environ
+hypothesis_settings.load_profile("random" if _RANDOM else "fixed")
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_snapshots"

@@ -77,7 +77,8 @@ class SummaryCache:
         entry = self.entry_path(key)
         try:
             with open(entry, "rb") as fh:
-                stored = msgpack.unpackb(fh.read(), raw=False, strict_map_key=False)
+                stored = msgpack.unpackb(fh.read(), raw=False, strict_map_key=False,
+                                        unicode_errors="surrogatepass")
             summary = stored["summary"]
             if stored.get("key") != key or summary.get("version") != SUMMARY_VERSION or summary.get("error"):
                 raise ValueError("written for another file or version")
@@ -100,7 +101,8 @@ class SummaryCache:
         if self.disabled or summary.get("error"):
             return
         try:
-            data = msgpack.packb({"key": key, "summary": summary}, use_bin_type=True)
+            data = msgpack.packb({"key": key, "summary": summary}, use_bin_type=True,
+                                 unicode_errors="surrogatepass")
         except (TypeError, ValueError, OverflowError) as exc:  # not plain after all: compute it again next time
             log.info("summary of %s not cached (%s)", summary.get("file"), exc)
             return

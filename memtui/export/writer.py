@@ -138,7 +138,9 @@ def file_sha256(path: str, progress: ProgressFn | None = None) -> str | None:
 def write_export(fh: BinaryIO, snapshot: Snapshot, header: dict, selections: dict[int, np.ndarray],
                  include_stacks: bool = True, progress: ProgressFn | None = None) -> int:
     """Write the whole export to ``fh``; returns the number of bytes written."""
-    packer = msgpack.Packer(use_bin_type=True)
+    # A snapshot's strings may hold lone surrogates (pickle allows them; torch can write them):
+    # they travel as the bytes Python's surrogatepass gives, and the reader takes them back the same.
+    packer = msgpack.Packer(use_bin_type=True, unicode_errors="surrogatepass")
     written = 0
 
     def put(obj: dict) -> None:

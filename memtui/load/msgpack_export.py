@@ -53,7 +53,8 @@ _NO_FRAMES_ACTIONS = ("snapshot",)
 
 def read_export(stream: BinaryIO, description: str) -> dict:
     """Decode an export; every problem is a SnapshotError naming ``description``."""
-    unpacker = msgpack.Unpacker(stream, raw=False, strict_map_key=False, max_buffer_size=MAX_OBJECT_BYTES)
+    unpacker = msgpack.Unpacker(stream, raw=False, strict_map_key=False, max_buffer_size=MAX_OBJECT_BYTES,
+                               unicode_errors="surrogatepass")
     try:
         return _Builder(description).build(unpacker)
     except SnapshotError:

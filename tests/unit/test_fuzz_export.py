@@ -99,3 +99,21 @@ def test_export_reopen_cycles(tmp_path, snapshot, data):
     export_snapshot(reopened, again, "", device, include_stacks=stacks, force=True)
     twice = open_snapshot(again, cache=None)
     same_rows(reopened, twice, {d: np.arange(len(reopened.devices[d].trace)) for d in devices}, stacks)
+
+
+def test_lone_surrogate_survives_export_and_reopen(tmp_path):
+    """Found by the cycles above: a lone surrogate in ``compile_context`` (pickle allows it,
+    torch can write it) crashed the msgpack writer. It is written and read back unchanged."""
+    entry = {"action": "alloc", "addr": 0x7F0000000000, "size": 512, "stream": 0, "time_us": 1,
+             "compile_context": "\ud800lone", "user_metadata": "x\udcff", "frames": []}
+    snapshot = {"segments": [], "device_traces": [[entry]], "allocator_settings": {}}
+    source = tmp_path / "surrogate.pickle"
+    source.write_bytes(dump(snapshot, 4))
+    snap = open_snapshot(source, cache=None)
+    out = tmp_path / "export.msgpack"
+    export_snapshot(snap, out, "", None, include_stacks=True, force=True)
+    reopened = open_snapshot(out, cache=None)
+    check_model(reopened)
+    for text in ("\ud800lone", "x\udcff"):  # the same strings as the source, escaped for the screen alike
+        assert reopened.strings.find(text) is not None
+        assert reopened.strings[reopened.strings.find(text)] == snap.strings[snap.strings.find(text)]
