@@ -1,0 +1,391 @@
+"""The job side of live watching, without torch: a socket, the watchers, the ticks.
+
+A :class:`LiveServer` serves one process on a Unix socket from a daemon thread. What it
+serves comes from a *probe* (``counters()``, ``snapshot()``, ``events()``): the torch probe in
+:mod:`memtui.record.live` inside a real job, :class:`memtui.live.replay_source.ReplayProbe`
+in tests and demos.
+
+The job comes first:
+
+- every send is non-blocking, and each watcher has a bounded queue; a watcher that does
+  not read (hung, stopped, slow terminal) has its queue dropped and is told how many
+  updates it missed, then gets a fresh ``state``; the job never waits for it;
+- the counters (cheap) go out at every tick; the trace (``_snapshot()``, whose cost grows
+  with the recorded history) is read only while a watcher wants it, and no more often
+  than keeps its measured cost under ``trace_budget`` of the wall time;
+- nothing is read at all while no watcher is attached.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import selectors
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from memtui.live import protocol as p
+from memtui.live.delta import Cursor
+from memtui.live.runtime import JobInfo, remove_endpoint, write_descriptor
+
+DEFAULT_INTERVAL = 0.1  # 10 counter updates a second
+DEFAULT_TRACE_BUDGET = 0.005  # at most 0.5% of the wall time spent reading the trace
+DEFAULT_QUEUE_BYTES = 32 << 20
+SEND_FLAGS = getattr(socket, "MSG_NOSIGNAL", 0)
+
+
+class Probe(Protocol):
+    def counters(self) -> list[dict]: ...
+
+    def snapshot(self) -> dict: ...
+
+    def events(self) -> list[dict]: ...
+
+
+class Watcher:
+    """One connected watcher: its socket, its queue of whole frames, what it missed."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.fd = sock.fileno()  # kept: a closed socket no longer knows it
+        self.mode: str | None = None  # None until it subscribes
+        self.in_sync = False  # has a state and every delta since
+        self.queue: collections.deque[bytes] = collections.deque()
+        self.queued = 0
+        self.partial: memoryview | None = None  # the frame being written, never dropped
+        self.dropped = 0  # messages dropped since the last `missed`
+        self.reader = p.FrameReader(max_message=1 << 20)
+        self.freezes: list[int] = []
+
+
+class ServerStats:
+    """What serving has cost the job (the server thread's own CPU time) and sent."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+        self.trace_reads = 0
+        self.trace_seconds = 0.0  # wall time inside snapshot(), delta and encoding
+        self.cpu_seconds = 0.0  # the server thread's CPU time, all of it
+        self.bytes_sent = 0
+        self.dropped = 0
+        self.started = time.monotonic()
+
+    def to_json(self) -> dict:
+        return {"ticks": self.ticks, "trace_reads": self.trace_reads, "trace_seconds": self.trace_seconds,
+                "cpu_seconds": self.cpu_seconds, "bytes_sent": self.bytes_sent, "dropped": self.dropped,
+                "uptime": time.monotonic() - self.started}
+
+
+class LiveServer:
+    def __init__(self, probe: Probe, info: JobInfo, *, interval: float = DEFAULT_INTERVAL,
+                 trace_budget: float = DEFAULT_TRACE_BUDGET, queue_bytes: int = DEFAULT_QUEUE_BYTES,
+                 on_error: Callable[[str], None] | None = None) -> None:
+        self.probe = probe
+        self.info = info
+        self.interval = interval
+        self.trace_budget = trace_budget
+        self.queue_bytes = queue_bytes
+        self.stats = ServerStats()
+        self._on_error = on_error
+        self._posted: collections.deque[dict] = collections.deque(maxlen=10_000)
+        self._watchers: dict[int, Watcher] = {}
+        self._cursor = Cursor()
+        self._next_trace = 0.0
+        self._seq = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._listener: socket.socket | None = None
+        self._wake_r, self._wake_w = socket.socketpair()
+        for s in (self._wake_r, self._wake_w):
+            s.setblocking(False)
+        self._selector = selectors.DefaultSelector()
+
+    # -- lifetime ----------------------------------------------------------------------
+    def start(self) -> LiveServer:
+        path = self.info.socket
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)  # the socket is born owner-only: no moment where others may connect
+        try:
+            listener.bind(path)
+        finally:
+            os.umask(old)
+        listener.listen(8)
+        listener.setblocking(False)
+        self._listener = listener
+        self._selector.register(listener, selectors.EVENT_READ, "accept")
+        self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
+        write_descriptor(self.info)
+        self._thread = threading.Thread(target=self._run, name="memtui-live", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, reason: str = "exit", timeout: float = 0.5) -> None:
+        """Say goodbye to the watchers (waiting at most ``timeout`` for them), close, remove the socket."""
+        if self._thread is None:
+            return
+        self.post({"kind": p.BYE, "reason": reason})
+        self._stop.set()
+        self._wake()
+        self._thread.join(timeout + 1.0)
+        self._thread = None
+        remove_endpoint(self.info.socket)
+
+    @property
+    def watchers(self) -> int:
+        return len(self._watchers)
+
+    def post(self, message: dict) -> None:
+        """Queue a message for every watcher (thread-safe, never blocks): steps, OOMs, bye.
+        A ``snapshot`` in it is taken out and sent as the trace read at that moment."""
+        message.setdefault("t", time.time())
+        self._posted.append(message)
+        self._wake()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x", SEND_FLAGS)
+
+    # -- the thread ----------------------------------------------------------------------
+    def _run(self) -> None:
+        cpu0 = time.thread_time()
+        next_tick = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                timeout = max(0.0, next_tick - time.monotonic())
+                for key, events in self._selector.select(timeout):
+                    self._handle(key, events)
+                self._send_posted()
+                now = time.monotonic()
+                if now >= next_tick:
+                    self._tick(now)
+                    next_tick = now + self.interval
+                self.stats.cpu_seconds = time.thread_time() - cpu0
+            self._send_posted()
+            self._flush_all(deadline=time.monotonic() + 0.5)
+        except Exception as exc:  # serving must never take the job down
+            self._error(f"live serving stopped: {type(exc).__name__}: {exc}")
+        finally:
+            self._close_all()
+
+    def _error(self, text: str) -> None:
+        if self._on_error is not None:
+            with contextlib.suppress(Exception):
+                self._on_error(text)
+
+    def _handle(self, key: selectors.SelectorKey, events: int) -> None:
+        if key.data == "accept":
+            self._accept()
+        elif key.data == "wake":
+            with contextlib.suppress(OSError):
+                while self._wake_r.recv(4096):
+                    pass
+        else:
+            watcher = self._watchers.get(key.fd)
+            if watcher is None:
+                return
+            if events & selectors.EVENT_READ:
+                self._receive(watcher)
+            if events & selectors.EVENT_WRITE and key.fd in self._watchers:
+                self._flush(watcher)
+
+    def _accept(self) -> None:
+        try:
+            sock, _ = self._listener.accept()
+        except OSError:
+            return
+        sock.setblocking(False)
+        watcher = Watcher(sock)
+        self._watchers[sock.fileno()] = watcher
+        self._selector.register(sock, selectors.EVENT_READ, "watcher")
+        hello = {"kind": p.HELLO, "version": p.VERSION, "interval": self.interval, **self.info.to_json()}
+        self._enqueue(watcher, p.encode(hello), essential=True)
+
+    def _receive(self, watcher: Watcher) -> None:
+        try:
+            data = watcher.sock.recv(65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._drop(watcher)
+            return
+        try:
+            messages = watcher.reader.feed(data)
+        except p.ProtocolError:
+            self._drop(watcher)
+            return
+        for message in messages:
+            kind = message.get("kind")
+            if kind == p.SUBSCRIBE:
+                watcher.mode = p.FULL if message.get("mode") == p.FULL else p.COUNTERS_ONLY
+                watcher.in_sync = False
+                if watcher.mode == p.FULL:
+                    self._next_trace = 0.0  # a new watcher gets its first state at once
+            elif kind == p.FREEZE:
+                watcher.freezes.append(int(message.get("id", 0)))
+        if watcher.freezes:
+            self._answer_freezes(watcher)
+
+    def _answer_freezes(self, watcher: Watcher) -> None:
+        # A freeze is asked for by a person, once: it is answered at once, whatever the budget.
+        snapshot = self.probe.snapshot()
+        for ident in watcher.freezes:
+            frame = p.encode({"kind": p.FROZEN, "id": ident, "t": time.time(), "snapshot": snapshot})
+            self._enqueue(watcher, frame, essential=True)
+        watcher.freezes.clear()
+
+    def _tick(self, now: float) -> None:
+        self.stats.ticks += 1
+        subscribed = [w for w in self._watchers.values() if w.mode is not None]
+        if not subscribed:
+            return
+        for message in self.probe.events():
+            self._posted.append(message)
+        self._send_posted()
+        self._seq += 1
+        counters = {"kind": p.COUNTERS, "seq": self._seq, "t": time.time(), "devices": self.probe.counters(),
+                    "server": self.stats.to_json()}
+        frame = p.encode(counters)
+        for w in subscribed:
+            self._say_missed(w)
+            self._enqueue(w, frame)
+        full = [w for w in subscribed if w.mode == p.FULL]
+        if full and now >= self._next_trace:
+            self._send_trace(full)
+        self._flush_all()
+
+    def _send_trace(self, full: list[Watcher], snapshot: dict | None = None) -> None:
+        started = time.perf_counter()
+        if snapshot is None:
+            snapshot = self.probe.snapshot()
+        traces = snapshot.get("device_traces") or []
+        new: dict[int, list[dict]] = {}
+        gap = False
+        for d, trace in enumerate(traces):
+            entries, lost = self._cursor.new_items(("trace", d), trace or [])
+            gap = gap or lost
+            if entries:
+                new[d] = entries
+        annotations, _ = self._cursor.new_items("annotations", snapshot.get("external_annotations") or [])
+        t = time.time()
+        delta = p.encode({"kind": p.DELTA, "seq": self._seq, "t": t, "segments": snapshot.get("segments") or [],
+                          "traces": new, "annotations": annotations, "gap": gap})
+        state = None
+        for w in full:
+            if w.in_sync:
+                self._enqueue(w, delta)
+            else:
+                if state is None:
+                    state = p.encode({"kind": p.STATE, "seq": self._seq, "t": t, "snapshot": snapshot})
+                if self._enqueue(w, state, essential=True):
+                    w.in_sync = True
+        cost = time.perf_counter() - started
+        self.stats.trace_reads += 1
+        self.stats.trace_seconds += cost
+        # Keep the trace's share of the wall time under the budget: a read that cost 20 ms
+        # waits 4 s at 0.5%; a cheap one comes every tick.
+        self._next_trace = time.monotonic() + max(self.interval, cost / max(self.trace_budget, 1e-6))
+
+    def _send_posted(self) -> None:
+        while self._posted:
+            message = self._posted.popleft()
+            taken = message.pop("snapshot", None)
+            if taken is not None:
+                # A snapshot taken where it happened (inside the OOM observer): it goes out
+                # as the next delta, so the map shows the moment of the OOM itself.
+                full = [w for w in self._watchers.values() if w.mode == p.FULL]
+                if full:
+                    self._send_trace(full, taken)
+            essential = message.get("kind") in (p.OOM, p.BYE, p.STEP)
+            frame = p.encode(message)
+            for w in list(self._watchers.values()):
+                if w.mode is not None:
+                    self._enqueue(w, frame, essential=essential)
+            if message.get("kind") == p.OOM and taken is None:
+                self._next_trace = 0.0  # the state at the OOM, as soon as it can be had
+        self._flush_all()
+
+    # -- queues --------------------------------------------------------------------------
+    def _enqueue(self, w: Watcher, frame: bytes, essential: bool = False) -> bool:
+        """Queue ``frame``; if the watcher's queue is full, drop what it has not started
+        reading (and ``frame`` unless ``essential``) and count it. False if dropped."""
+        if w.queued + len(frame) > self.queue_bytes:
+            self._overflow(w)
+            if not essential:
+                w.dropped += 1
+                self.stats.dropped += 1
+                return False
+        w.queue.append(frame)
+        w.queued += len(frame)
+        return True
+
+    def _overflow(self, w: Watcher) -> None:
+        n = len(w.queue)
+        w.queue.clear()
+        w.queued = 0
+        w.dropped += n
+        self.stats.dropped += n
+        w.in_sync = False  # the trace it missed cannot be patched: a fresh state follows
+
+    def _say_missed(self, w: Watcher) -> None:
+        if w.dropped:
+            frame = p.encode({"kind": p.MISSED, "dropped": w.dropped, "t": time.time()})
+            w.dropped = 0
+            w.queue.append(frame)
+            w.queued += len(frame)
+
+    def _flush_all(self, deadline: float | None = None) -> None:
+        for w in list(self._watchers.values()):
+            self._flush(w)
+        while deadline is not None and time.monotonic() < deadline and any(
+                w.queue or w.partial for w in self._watchers.values()):
+            for key, events in self._selector.select(0.05):
+                if key.data == "watcher" and events & selectors.EVENT_WRITE:
+                    w = self._watchers.get(key.fd)
+                    if w is not None:
+                        self._flush(w)
+
+    def _flush(self, w: Watcher) -> None:
+        while True:
+            if w.partial is None:
+                if not w.queue:
+                    break
+                frame = w.queue.popleft()
+                w.queued -= len(frame)
+                w.partial = memoryview(frame)
+            try:
+                sent = w.sock.send(w.partial, SEND_FLAGS)
+            except BlockingIOError:
+                break
+            except OSError:
+                self._drop(w)
+                return
+            self.stats.bytes_sent += sent
+            w.partial = w.partial[sent:] if sent < len(w.partial) else None
+        want = selectors.EVENT_READ | (selectors.EVENT_WRITE if (w.partial is not None or w.queue) else 0)
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.modify(w.sock, want, "watcher")
+
+    def _drop(self, w: Watcher) -> None:
+        self._watchers.pop(w.fd, None)
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(w.sock)
+        with contextlib.suppress(OSError):
+            w.sock.close()
+
+    def _close_all(self) -> None:
+        for w in list(self._watchers.values()):
+            self._drop(w)
+        for s in (self._listener, self._wake_r, self._wake_w):
+            if s is not None:
+                with contextlib.suppress(OSError):
+                    s.close()
+        with contextlib.suppress(Exception):
+            self._selector.close()

@@ -1,0 +1,180 @@
+"""The watcher's copy of a job's memory, kept up to date one message at a time.
+
+A ``state`` message sets it; each ``delta`` appends the new trace entries and annotations
+and replaces the segments (the allocator's state now); ``counters`` extend the curves of
+allocated and reserved memory, which grow at every tick even while the trace is read
+seldom. :meth:`LiveState.raw_snapshot` gives what ``_snapshot()`` would: the explorer's
+model is built from it like from a file.
+
+The trace is kept to ``keep`` entries a device, oldest dropped first, as the job's own ring
+buffer does.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import threading
+from dataclasses import dataclass, field
+
+from memtui.live import protocol as p
+
+DEFAULT_KEEP = 200_000
+COUNTER_HISTORY = 36_000  # an hour at 10 ticks a second
+
+
+@dataclass
+class DeviceCounters:
+    device: int
+    allocated: int = 0
+    reserved: int = 0
+    active: int = 0
+    peak_allocated: int = 0
+    limit: int | None = None  # what the allocator may reach: its cap, else reserved + free on the device
+    device_free: int | None = None
+    device_total: int | None = None
+    ooms: int = 0
+    retries: int = 0
+
+    @property
+    def headroom(self) -> int | None:
+        return None if self.limit is None else max(0, self.limit - self.allocated)
+
+    @property
+    def used_share(self) -> float:
+        if not self.limit:
+            return math.nan
+        return self.allocated / self.limit
+
+    @classmethod
+    def from_json(cls, data: dict) -> DeviceCounters:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+@dataclass
+class Sample:
+    """Counters at one tick: the time (seconds since the epoch) and each device's figures."""
+
+    t: float
+    devices: list[DeviceCounters]
+
+
+@dataclass
+class LiveState:
+    keep: int = DEFAULT_KEEP
+    hello: dict = field(default_factory=dict)
+    samples: collections.deque = field(default_factory=lambda: collections.deque(maxlen=COUNTER_HISTORY))
+    segments: list = field(default_factory=list)
+    traces: list = field(default_factory=list)  # one list of entries per device
+    annotations: list = field(default_factory=list)
+    allocator_settings: dict = field(default_factory=dict)
+    steps: list = field(default_factory=list)  # (step number, time)
+    ooms: list = field(default_factory=list)  # the oom messages, as received
+    missed: int = 0  # updates dropped because this watcher fell behind
+    gaps: int = 0  # times the job's ring buffer wrapped past what we had read
+    trimmed: int = 0  # entries dropped here to stay within `keep`
+    has_state: bool = False
+    ended: bool = False
+    bye: dict | None = None
+    server: dict = field(default_factory=dict)  # the job's own account of what serving cost it
+    frozen: dict = field(default_factory=dict)  # freeze id -> snapshot
+    version: int = 0  # bumped whenever the trace or the segments change
+    last_update: float = 0.0  # time (job's clock) of the last message that changed anything
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+
+    # -- updates ---------------------------------------------------------------------------
+    def apply(self, message: dict) -> None:
+        kind = message.get("kind")
+        with self.lock:
+            t = message.get("t")
+            if isinstance(t, (int, float)):
+                self.last_update = float(t)
+            if kind == p.HELLO:
+                self.hello = message
+            elif kind == p.COUNTERS:
+                devices = [DeviceCounters.from_json(d) for d in message.get("devices") or []]
+                self.samples.append(Sample(float(message.get("t", 0.0)), devices))
+                self.server = message.get("server") or {}
+            elif kind == p.STATE:
+                self._set_state(message.get("snapshot") or {})
+            elif kind == p.DELTA:
+                self._apply_delta(message)
+            elif kind == p.STEP:
+                self.steps.append((int(message.get("n", 0)), float(message.get("t", 0.0))))
+            elif kind == p.OOM:
+                self.ooms.append(message)
+            elif kind == p.MISSED:
+                self.missed += int(message.get("dropped", 0))
+            elif kind == p.FROZEN:
+                self.frozen[int(message.get("id", 0))] = message.get("snapshot") or {}
+            elif kind == p.BYE:
+                self.bye = message
+                self.ended = True
+
+    def _set_state(self, snapshot: dict) -> None:
+        self.segments = list(snapshot.get("segments") or [])
+        self.traces = [list(t or []) for t in snapshot.get("device_traces") or []]
+        self.annotations = list(snapshot.get("external_annotations") or [])
+        self.allocator_settings = dict(snapshot.get("allocator_settings") or {})
+        self.has_state = True
+        self._trim()
+        self.version += 1
+
+    def _apply_delta(self, message: dict) -> None:
+        if not self.has_state:
+            return  # a delta without the state it continues cannot be placed
+        self.segments = list(message.get("segments") or [])
+        for key, entries in (message.get("traces") or {}).items():
+            d = int(key)
+            while len(self.traces) <= d:
+                self.traces.append([])
+            self.traces[d].extend(entries)
+        self.annotations.extend(message.get("annotations") or [])
+        if message.get("gap"):
+            self.gaps += 1
+        self._trim()
+        self.version += 1
+
+    def _trim(self) -> None:
+        for trace in self.traces:
+            extra = len(trace) - self.keep
+            if extra > 0:
+                del trace[:extra]
+                self.trimmed += extra
+        if len(self.annotations) > self.keep:
+            del self.annotations[: len(self.annotations) - self.keep]
+
+    def end(self, reason: str) -> None:
+        """The connection closed without a goodbye (the job was killed, say)."""
+        with self.lock:
+            if not self.ended:
+                self.bye = {"kind": p.BYE, "reason": reason}
+                self.ended = True
+
+    # -- reading -------------------------------------------------------------------------
+    def raw_snapshot(self) -> dict:
+        """The state as ``torch.cuda.memory._snapshot()`` lays it out (lists copied, entries shared)."""
+        with self.lock:
+            return {"segments": list(self.segments), "device_traces": [list(t) for t in self.traces],
+                    "external_annotations": list(self.annotations),
+                    "allocator_settings": dict(self.allocator_settings)}
+
+    def latest(self) -> Sample | None:
+        with self.lock:
+            return self.samples[-1] if self.samples else None
+
+    def curve(self, device: int, since: float | None = None) -> list[tuple[float, int, int]]:
+        """(time, allocated, reserved) at each tick for ``device``."""
+        with self.lock:
+            out = []
+            for s in self.samples:
+                if since is not None and s.t < since:
+                    continue
+                for d in s.devices:
+                    if d.device == device:
+                        out.append((s.t, d.allocated, d.reserved))
+            return out
+
+    def events(self) -> int:
+        with self.lock:
+            return sum(len(t) for t in self.traces)

@@ -1,0 +1,127 @@
+"""The live protocol's pure parts: framing, the trace cursor, the watcher's state, the runtime folder."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from memtui.errors import UsageError
+from memtui.live import protocol as p
+from memtui.live.delta import Cursor
+from memtui.live.runtime import JobInfo, check_private, list_jobs, select_jobs, write_descriptor
+from memtui.live.state import LiveState
+
+
+def test_frames_survive_any_chunking():
+    messages = [{"kind": "counters", "devices": [{"device": 0, "allocated": 1 << 40}]},
+                {"kind": "delta", "traces": {0: [{"action": "alloc", "addr": 0x7F0000000000, "size": 512}]}},
+                {"kind": "bye", "reason": "exit"}]
+    data = b"".join(p.encode(m) for m in messages)
+    for chunk in (1, 3, 7, len(data)):
+        reader = p.FrameReader()
+        got = []
+        for i in range(0, len(data), chunk):
+            got += reader.feed(data[i:i + chunk])
+        assert got == messages
+        assert reader.pending == 0
+
+
+def test_damaged_or_oversized_frames_are_refused():
+    with pytest.raises(p.ProtocolError):
+        p.FrameReader(max_message=10).feed(p.encode({"kind": "x", "pad": "y" * 100}))
+    with pytest.raises(p.ProtocolError):
+        p.FrameReader().feed(p.HEADER.pack(3) + b"\xc1\xc1\xc1")
+    with pytest.raises(p.ProtocolError):  # data, but not a message
+        p.FrameReader().feed(p.HEADER.pack(1) + b"\x01")
+
+
+def entry(t, action="alloc", addr=1, size=8):
+    return {"time_us": t, "action": action, "addr": addr, "size": size}
+
+
+def test_cursor_finds_what_is_new_even_when_the_ring_wraps():
+    cursor = Cursor()
+    trace = [entry(i) for i in range(10)]
+    new, gap = cursor.new_items(0, trace)
+    assert len(new) == 10 and not gap
+    trace += [entry(10), entry(10, "free_requested"), entry(10, "free_completed")]
+    new, gap = cursor.new_items(0, trace)
+    assert new == trace[10:] and not gap
+    assert cursor.new_items(0, trace) == ([], False)
+    # the ring buffer of 8 entries kept the last ones and two more came
+    ring = trace[-6:] + [entry(11), entry(12)]
+    new, gap = cursor.new_items(0, ring)
+    assert new == [entry(11), entry(12)] and not gap
+    # it wrapped past everything we saw: all is new, and the gap is said
+    far = [entry(100 + i) for i in range(8)]
+    new, gap = cursor.new_items(0, far)
+    assert new == far and gap
+
+
+def test_cursor_tells_repeated_entries_apart():
+    cursor = Cursor()
+    same = [entry(5, "alloc", 1, 8), entry(5, "free_requested", 1, 8)] * 3
+    cursor.new_items(0, same[:4])
+    new, gap = cursor.new_items(0, same)
+    assert new == same[4:] and not gap
+
+
+def test_state_applies_a_state_then_deltas_and_keeps_within_its_bound():
+    state = LiveState(keep=5)
+    state.apply({"kind": p.DELTA, "traces": {0: [entry(0)]}})  # no state yet: ignored
+    assert state.events() == 0
+    state.apply({"kind": p.STATE, "t": 1.0, "snapshot": {"segments": [{"device": 0}], "device_traces": [[entry(1)]],
+                                                          "allocator_settings": {"a": 1}}})
+    state.apply({"kind": p.DELTA, "t": 2.0, "segments": [], "traces": {1: [entry(2)], 0: [entry(3), entry(4)]},
+                 "annotations": [{"name": "x"}], "gap": True})
+    raw = state.raw_snapshot()
+    assert raw["device_traces"] == [[entry(1), entry(3), entry(4)], [entry(2)]]
+    assert raw["segments"] == [] and raw["external_annotations"] == [{"name": "x"}] and state.gaps == 1
+    state.apply({"kind": p.DELTA, "traces": {0: [entry(i) for i in range(5, 10)]}})
+    assert [e["time_us"] for e in state.traces[0]] == [5, 6, 7, 8, 9] and state.trimmed == 3
+    state.apply({"kind": p.COUNTERS, "t": 3.0, "devices": [{"device": 0, "allocated": 10, "reserved": 20,
+                                                            "limit": 100, "unknown_field": 1}]})
+    assert state.latest().devices[0].headroom == 90
+    assert state.curve(0) == [(3.0, 10, 20)]
+    state.apply({"kind": p.MISSED, "dropped": 4})
+    state.apply({"kind": p.MISSED, "dropped": 2})
+    assert state.missed == 6
+    state.end("killed")
+    state.apply({"kind": p.BYE, "reason": "late"})
+    assert state.ended and state.bye["reason"] == "late"
+
+
+def test_runtime_folder_must_be_private(tmp_path):
+    open_dir = tmp_path / "open"
+    open_dir.mkdir(mode=0o755)
+    os.chmod(open_dir, 0o755)
+    with pytest.raises(UsageError, match="open to other users"):
+        check_private(str(open_dir))
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    os.chmod(private, 0o700)
+    check_private(str(private))
+
+
+def test_jobs_are_listed_alive_only_and_selected_by_pid_rank_or_name(tmp_path):
+    folder = str(tmp_path)
+    mine = os.getpid()
+    jobs = []
+    for rank in (0, 1):
+        sock = os.path.join(folder, f"job-{mine}.rank{rank}.sock")
+        open(sock, "w").close()
+        info = JobInfo(pid=mine, socket=sock, rank=rank, started=10.0 + rank, argv=["train.py"], job="run1")
+        write_descriptor(info)
+        jobs.append(info)
+    dead_sock = os.path.join(folder, "job-999999999.sock")
+    open(dead_sock, "w").close()
+    write_descriptor(JobInfo(pid=999_999_999, socket=dead_sock, started=5.0, argv=["old.py"], job="old"))
+    found = list_jobs(folder)
+    assert [(j.pid, j.rank) for j in found] == [(mine, 0), (mine, 1)]
+    assert not os.path.exists(dead_sock)  # the dead job's files are cleaned away
+    assert select_jobs(found, None) == found
+    assert select_jobs(found, f"{mine}:1") == [found[1]]
+    assert select_jobs(found, "run1") == found
+    assert select_jobs(found, "train") == found
+    assert select_jobs(found, "nothing") == []
