@@ -27,6 +27,7 @@ import numpy as np
 
 from memtui.atomic import make_temp_file
 from memtui.load.safe_pickle import RestrictedUnpickler
+from memtui.load.source import NotRegularFile, open_regular_file
 
 MAGIC = b"MEMTUI\x00C"
 FORMAT_VERSION = 2
@@ -77,7 +78,11 @@ def write_cache_file(path: str, arrays: dict[str, np.ndarray], meta: dict) -> No
 
 def read_cache_file(path: str) -> tuple[dict[str, np.ndarray], dict]:
     """(arrays, metadata) of a verified cache file; raises CorruptCache otherwise."""
-    with open(path, "rb") as fh:
+    try:
+        fh = open_regular_file(path)  # something else put there (a pipe) is refused, not waited on
+    except NotRegularFile:
+        raise CorruptCache("not a regular file") from None
+    with fh:
         size = os.fstat(fh.fileno()).st_size
         head = fh.read(_HEADER.size)
         if len(head) != _HEADER.size:

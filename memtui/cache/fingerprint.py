@@ -11,15 +11,17 @@ from __future__ import annotations
 import hashlib
 import os
 
+from memtui.load.source import open_regular_file
+
 EDGE_BYTES = 1 << 20  # hashed at each end of the file
 
 
 def file_fingerprint(path: str | os.PathLike, salt: str, edge: int = EDGE_BYTES) -> str:
     """40 hex digits naming ``path``'s current content together with ``salt`` (what the
     cached thing depends on besides the file: a format, a schema, options)."""
-    st = os.stat(path)
-    digest = hashlib.sha256(f"{st.st_size}:{st.st_mtime_ns}:{salt}:".encode())
-    with open(path, "rb") as fh:
+    with open_regular_file(path) as fh:  # a pipe is refused (an OSError), not waited on
+        st = os.fstat(fh.fileno())
+        digest = hashlib.sha256(f"{st.st_size}:{st.st_mtime_ns}:{salt}:".encode())
         digest.update(fh.read(edge))
         if st.st_size > 2 * edge:
             fh.seek(st.st_size - edge)

@@ -28,6 +28,7 @@ from memtui.atomic import remove_quietly, touch_quietly, write_bytes_atomic
 from memtui.cache import ModelCache, default_cache_dir
 from memtui.cache.fingerprint import file_fingerprint
 from memtui.errors import MemtuiError
+from memtui.load.source import open_regular_file
 
 log = logging.getLogger("memtui.cache")
 
@@ -76,7 +77,7 @@ class SummaryCache:
             return None
         entry = self.entry_path(key)
         try:
-            with open(entry, "rb") as fh:
+            with open_regular_file(entry) as fh:  # a pipe put there is refused, not waited on
                 stored = msgpack.unpackb(fh.read(), raw=False, strict_map_key=False,
                                         unicode_errors="surrogatepass")
             summary = stored["summary"]

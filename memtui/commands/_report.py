@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from memtui.commands._common import DEFAULT_DEVICE
-from memtui.errors import UsageError
+from memtui.errors import UsageError, printable
 from memtui.report.format import signed_bytes as signed_bytes  # memtui.mcp takes it from here
 from memtui.report.sections import Report
 from memtui.report.text import text_lines
@@ -35,4 +35,5 @@ def check_depth(depth: int) -> int:
 
 
 def print_report(report: Report) -> None:
-    print("\n".join(text_lines(report)))
+    # File names (rank files found by a glob) reach the lines: escape what a terminal would obey.
+    print("\n".join(printable(line) for line in text_lines(report)))

@@ -7,6 +7,7 @@ import sys
 
 from memtui.atomic import check_writable_target
 from memtui.commands._common import StderrProgress
+from memtui.errors import printable
 from memtui.export.convert import convert_file, output_format
 from memtui.units import format_bytes
 
@@ -28,5 +29,5 @@ def run(args) -> int:
     kind = convert_file(args.input, args.output, args.force, progress)
     if progress is not None:
         sys.stderr.write("\r\x1b[2K")
-    print(f"wrote {args.output} ({kind}, {format_bytes(os.path.getsize(args.output))})")
+    print(f"wrote {printable(args.output)} ({kind}, {format_bytes(os.path.getsize(args.output))})")
     return 0

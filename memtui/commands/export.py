@@ -6,6 +6,7 @@ import sys
 
 from memtui.atomic import check_writable_target
 from memtui.commands._common import StderrProgress, add_snapshot_argument, load
+from memtui.errors import printable
 from memtui.export.writer import export_snapshot
 from memtui.query import compile_filter
 from memtui.units import format_bytes
@@ -36,6 +37,6 @@ def run(args) -> int:
     if progress is not None:
         sys.stderr.write("\r\x1b[2K")
     devices = ", ".join(str(d) for d in result.devices)
-    print(f"wrote {result.path}: {result.events:,} of {result.source_events:,} events "
+    print(f"wrote {printable(str(result.path))}: {result.events:,} of {result.source_events:,} events "
           f"(device{'s' if len(result.devices) != 1 else ''} {devices}), {format_bytes(result.bytes)}")
     return 0

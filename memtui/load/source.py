@@ -11,6 +11,7 @@ import gzip
 import io
 import lzma
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -40,7 +41,7 @@ class SourceInfo:
 
 
 def inspect_source(path: str | os.PathLike) -> SourceInfo:
-    """Check that ``path`` is a readable non-empty file and sniff its compression."""
+    """Check that ``path`` is a readable non-empty regular file and sniff its compression."""
     path = os.fspath(path)
     try:
         st = os.stat(path)
@@ -52,9 +53,13 @@ def inspect_source(path: str | os.PathLike) -> SourceInfo:
         raise SnapshotError(f"{path}: cannot open ({exc.strerror or exc})") from None
     if os.path.isdir(path):
         raise SnapshotError(f"{path}: is a directory, not a snapshot file")
+    if not stat.S_ISREG(st.st_mode):  # refused before an open that could wait for a writer
+        raise SnapshotError(not_a_file_message(path, st.st_mode))
     try:
-        with open(path, "rb") as fh:
+        with open_regular_file(path) as fh:
             head = fh.read(8)
+    except NotRegularFile as exc:
+        raise SnapshotError(not_a_file_message(path, exc.mode)) from None
     except PermissionError:
         raise SnapshotError(f"{path}: permission denied") from None
     except OSError as exc:
@@ -63,6 +68,43 @@ def inspect_source(path: str | os.PathLike) -> SourceInfo:
         raise SnapshotError(f"{path}: empty file")
     compression = next((name for magic, name in MAGIC.items() if head.startswith(magic)), None)
     return SourceInfo(path=path, size=st.st_size, mtime=st.st_mtime, compression=compression)
+
+
+class NotRegularFile(OSError):
+    """The path names a pipe, a device or a socket, which cannot be read by offset or twice."""
+
+    def __init__(self, path: str, mode: int) -> None:
+        super().__init__(f"{path}: not a regular file")
+        self.mode = mode
+
+
+def open_regular_file(path: str | os.PathLike, buffering: int = -1) -> BinaryIO:
+    """``path`` opened for reading if it is a regular file; NotRegularFile if not.
+
+    The open does not wait for a writer: a named pipe without one would otherwise hang it
+    for good (O_NONBLOCK), and the type is checked on what was opened, not on the name.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFile(os.fspath(path), mode)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return open(fd, "rb", buffering=buffering)
+
+
+def not_a_file_message(path: str, mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        kind = "a pipe"
+    elif stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        kind = "a device"
+    else:
+        kind = "a socket or other special file"
+    return (f"{path}: {kind}, not a regular file: memtui reads a snapshot by offset and more than once; save it to a "
+            "file first (it reads .gz, .xz, .bz2 and .zst files itself, no need to decompress them)")
 
 
 class CountingReader(io.RawIOBase):
@@ -99,7 +141,7 @@ def open_decompressed(info: SourceInfo, progress: ProgressFn | None = None) -> B
 
 def open_unguarded(info: SourceInfo, progress: ProgressFn | None = None) -> BinaryIO:
     """The decompressed content without the guard: only for reads of a known, small size."""
-    raw = open(info.path, "rb", buffering=0)
+    raw = open_regular_file(info.path, buffering=0)
     # Compressed input is read in small pieces: each inflates to many times its size, and
     # the progress (counted in file bytes) should move while that is decoded.
     buffer = 1 << 20 if info.compression is None else 1 << 16

@@ -100,14 +100,23 @@ def test_permission_denied(tmp_path, capsys, monkeypatch):
     # Root ignores file modes, so the refusal is simulated at the system call.
     path = tmp_path / "secret.pickle"
     path.write_bytes(pickle.dumps(variants.modern()))
-    real_open = open
+    real_open, real_os_open = open, os.open
+
+    def refused(file) -> bool:
+        return isinstance(file, (str, os.PathLike)) and os.fspath(file) == str(path)
 
     def deny(file, *args, **kwargs):
-        if os.fspath(file) == str(path):
+        if refused(file):
             raise PermissionError(13, "Permission denied", str(path))
         return real_open(file, *args, **kwargs)
 
+    def deny_os(file, *args, **kwargs):
+        if refused(file):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_os_open(file, *args, **kwargs)
+
     monkeypatch.setattr("builtins.open", deny)
+    monkeypatch.setattr("os.open", deny_os)
     code, err = run_info(path, capsys)
     assert code == 2
     assert_one_line(err, "permission denied")
