@@ -13,6 +13,7 @@ import sys
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 # One translation unit (native.c includes the others), so calls between the parts inline.
 SOURCES = ["native.c"]
@@ -51,6 +52,26 @@ class OptionalBuildExt(build_ext):
         return [self.get_ext_fullpath(ext.name) for ext in self.extensions]
 
 
+# MEMTUI_LIVE=1 serves any process that uses CUDA to `memtui watch` with no change to its code:
+# this .pth, at the root of site-packages, imports memtui.record.autostart only when it is set.
+LIVE_HOOK = "src/live_hook/memtui-live.pth"
+
+
+class BuildPyWithLiveHook(build_py):
+    """build_py that also puts the live hook's .pth at the top of the wheel."""
+
+    def run(self) -> None:
+        super().run()
+        if not getattr(self, "editable_mode", False):
+            self.copy_file(LIVE_HOOK, os.path.join(self.build_lib, os.path.basename(LIVE_HOOK)))
+
+    def get_outputs(self, include_bytecode: bool = True) -> list[str]:
+        outputs = super().get_outputs(include_bytecode)
+        if not getattr(self, "editable_mode", False):
+            outputs.append(os.path.join(self.build_lib, os.path.basename(LIVE_HOOK)))
+        return outputs
+
+
 native = Extension(
     "memtui._native",
     sources=[f"src/memtui_native/{name}" for name in SOURCES],
@@ -60,4 +81,4 @@ native = Extension(
     optional=True,
 )
 
-setup(ext_modules=[native], cmdclass={"build_ext": OptionalBuildExt})
+setup(ext_modules=[native], cmdclass={"build_ext": OptionalBuildExt, "build_py": BuildPyWithLiveHook})

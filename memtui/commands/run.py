@@ -47,6 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--on-oom-only", action="store_true",
         help="write a snapshot only if CUDA runs out of memory, not at exit",
     )
+    parser.add_argument(
+        "--live", action="store_true",
+        help="also serve the memory to 'memtui watch' while the script runs (a private Unix socket)",
+    )
     # One REMAINDER positional rather than `script` + `args`: argparse would drop a `--` that
     # belongs to the script's own arguments, and the script must see exactly what it was given.
     parser.add_argument(
@@ -81,5 +85,6 @@ def run(args: argparse.Namespace) -> int:
             context=args.context,
             steps=step_range,
             on_oom_only=args.on_oom_only,
+            live=args.live,
         )
     )

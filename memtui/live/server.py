@@ -2,7 +2,7 @@
 
 A :class:`LiveServer` serves one process on a Unix socket from a daemon thread. What it
 serves comes from a *probe* (``counters()``, ``snapshot()``, ``events()``): the torch probe in
-:mod:`memtui.record.live` inside a real job, :class:`memtui.live.replay_source.ReplayProbe`
+:mod:`memtui.record.serving` inside a real job, :class:`memtui.live.replay_source.ReplayProbe`
 in tests and demos.
 
 The job comes first:
@@ -98,6 +98,7 @@ class LiveServer:
         self._seq = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._owner = os.getpid()
         self._listener: socket.socket | None = None
         self._wake_r, self._wake_w = socket.socketpair()
         for s in (self._wake_r, self._wake_w):
@@ -127,8 +128,8 @@ class LiveServer:
 
     def stop(self, reason: str = "exit", timeout: float = 0.5) -> None:
         """Say goodbye to the watchers (waiting at most ``timeout`` for them), close, remove the socket."""
-        if self._thread is None:
-            return
+        if self._thread is None or os.getpid() != self._owner:
+            return  # never started, or a forked child: the socket is its parent's
         self.post({"kind": p.BYE, "reason": reason})
         self._stop.set()
         self._wake()

@@ -7,6 +7,7 @@
 
     memtui.record.on_oom("oom.pickle")          # write a snapshot at the moment of a CUDA OOM
     memtui.record.step()                        # mark the end of a training step
+    memtui.record.live()                        # serve the memory to `memtui watch` while running
     with memtui.record.Stepper(5, 8, "steps.pickle"):   # record steps 5-7 only
         ...
 
@@ -36,6 +37,7 @@ __all__ = [
     "Stepper",
     "current_step",
     "dump",
+    "live",
     "on_oom",
     "parse_steps",
     "rank_path",
@@ -62,6 +64,13 @@ def dump(path="memory.pickle") -> str:
     from memtui.record.backend import cuda_torch, take_snapshot
 
     return write_snapshot(take_snapshot(cuda_torch()), rank_path(path))
+
+
+def live(**options):
+    """Serve this process's CUDA memory to ``memtui watch`` (see :func:`memtui.record.serving.live`)."""
+    from memtui.record.serving import live as start
+
+    return start(**options)
 
 
 class _CallableModule(types.ModuleType):

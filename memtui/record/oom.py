@@ -17,6 +17,7 @@ from memtui.record.recording import DEFAULT_MAX_ENTRIES, Options, Session
 from memtui.units import format_bytes
 
 _dumps: list[OomDump] = []
+_listeners: list = []  # other callables told of each OOM (live serving), after the dumps
 _attached = False
 
 
@@ -68,6 +69,27 @@ def _observer(device, alloc, device_alloc, device_free) -> None:
             dump._on_oom(int(device), int(alloc), int(device_alloc), int(device_free))
         except BaseException as exc:
             print(f"memtui: could not write the OOM snapshot {dump.path}: {exc}", file=sys.stderr, flush=True)
+    for listener in list(_listeners):
+        try:
+            listener(int(device), int(alloc), int(device_alloc), int(device_free))
+        except BaseException as exc:
+            print(f"memtui: live serving could not report the OOM: {exc}", file=sys.stderr, flush=True)
+
+
+def add_listener(listener) -> None:
+    """Call ``listener(device, requested, device_allocated, device_free)`` at each CUDA OOM,
+    from inside the failing allocation (so what it reads is the state that failed)."""
+    global _attached
+    if not _attached:
+        backend.attach_oom_observer(backend.cuda_torch(), _observer)
+        _attached = True
+    if listener not in _listeners:
+        _listeners.append(listener)
+
+
+def remove_listener(listener) -> None:
+    if listener in _listeners:
+        _listeners.remove(listener)
 
 
 def on_oom(

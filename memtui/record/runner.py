@@ -36,6 +36,7 @@ class RunOptions:
     context: str | None = "all"
     steps: tuple[int, int | None] | None = None
     on_oom_only: bool = False
+    live: bool = False  # also serve the memory to `memtui watch` while the script runs
 
 
 @dataclass
@@ -76,7 +77,17 @@ def run_script(opts: RunOptions) -> int:
         session = Session(options)
         session.start()
 
+    serving = None
+    if opts.live:
+        from memtui.record.serving import live
+
+        serving = live(max_entries=options.max_entries, stacks=options.stacks, context=options.context)
+        print(f"memtui: serving CUDA memory at {serving.path} (memtui watch attaches)", file=sys.stderr, flush=True)
+
     code, script_module = execute(opts.script, opts.args)
+
+    if serving is not None:
+        serving.stop()  # the watchers are told the job ended before the last snapshots are written
 
     written: list[Written] = [Written("oom", p) for p in oom_dump.paths]
     oom_dump.remove()

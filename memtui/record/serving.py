@@ -1,0 +1,164 @@
+"""Serving a job's memory to ``memtui watch``: the torch probe and ``memtui.record.live()``.
+
+The server itself (socket, watchers, queues, ticks) is :mod:`memtui.live.server`, which
+knows nothing of torch; this file answers its three questions from inside the job:
+
+- ``counters()``: ``torch.cuda.memory_stats`` (the allocator's counters: their cost does
+  not grow with the recorded history) and ``cudaMemGetInfo`` for the headroom, per device
+  this process uses;
+- ``snapshot()``: ``torch.cuda.memory._snapshot()``, whose cost grows with the history, so
+  the server calls it only for a watcher that wants the trace, within its time budget;
+- steps (``memtui.record.step()``) and OOMs (the allocator's OOM observer) are posted the
+  moment they happen; at an OOM the snapshot is taken inside the failing allocation, so
+  the watcher sees the state that failed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import time
+
+from memtui.live.runtime import JobInfo, runtime_dir, socket_path
+from memtui.live.server import DEFAULT_INTERVAL, DEFAULT_TRACE_BUDGET, LiveServer
+from memtui.record import backend, oom, steps
+from memtui.record.files import launcher_rank
+from memtui.record.recording import DEFAULT_MAX_ENTRIES, Options, Session
+
+ENV_VAR = "MEMTUI_LIVE"
+
+
+class TorchProbe:
+    """The allocator of this process, as the live server asks for it."""
+
+    def __init__(self, torch, home_device: int) -> None:
+        self.torch = torch
+        self.home = home_device  # the device the job's own thread uses (a rank's LOCAL_RANK)
+        self._fraction = getattr(torch.cuda, "get_per_process_memory_fraction", None)
+
+    def devices(self) -> list[int]:
+        """The home device and any other with memory reserved: asking an unused device for its
+        free memory would create a CUDA context there, which costs memory on it."""
+        found = [self.home]
+        memory_reserved = self.torch.cuda.memory_reserved
+        for d in range(self.torch.cuda.device_count()):
+            if d != self.home and memory_reserved(d) > 0:
+                found.append(d)
+        return found
+
+    def counters(self) -> list[dict]:
+        out = []
+        for d in self.devices():
+            stats = self.torch.cuda.memory_stats(d)
+            reserved = int(stats.get("reserved_bytes.all.current", 0))
+            row = {"device": d,
+                   "allocated": int(stats.get("allocated_bytes.all.current", 0)),
+                   "reserved": reserved,
+                   "active": int(stats.get("active_bytes.all.current", 0)),
+                   "peak_allocated": int(stats.get("allocated_bytes.all.peak", 0)),
+                   "ooms": int(stats.get("num_ooms", 0)),
+                   "retries": int(stats.get("num_alloc_retries", 0)),
+                   "limit": None, "device_free": None, "device_total": None}
+            try:
+                free, total = self.torch.cuda.mem_get_info(d)
+                row["device_free"], row["device_total"] = int(free), int(total)
+                limit = reserved + int(free)
+                fraction = float(self._fraction(d)) if self._fraction is not None else 1.0
+                if fraction < 1.0:
+                    limit = min(limit, int(total * fraction))
+                row["limit"] = limit
+            except Exception:  # a device that cannot say; the counters still go out
+                pass
+            out.append(row)
+        return out
+
+    def snapshot(self) -> dict:
+        return backend.take_snapshot(self.torch)
+
+    def events(self) -> list[dict]:
+        return []  # steps and OOMs are posted by their own hooks, the moment they happen
+
+
+def job_id(environ=os.environ) -> str:
+    """What the ranks of one launch share: torchrun's run id, else the launcher's pid."""
+    run_id = environ.get("TORCHELASTIC_RUN_ID", "")
+    if run_id and run_id != "none":
+        return run_id
+    if launcher_rank(environ) is not None:
+        return f"launch-{os.getppid()}"
+    return str(os.getpid())
+
+
+def _world_size(environ=os.environ) -> int | None:
+    value = environ.get("WORLD_SIZE", "")
+    return int(value) if value.isdigit() else None
+
+
+class LiveSession:
+    """A running live server for this process; ``stop()`` ends it (also run at exit)."""
+
+    def __init__(self, server: LiveServer, session: Session) -> None:
+        self.server = server
+        self._session = session
+        self._pid = os.getpid()
+        self.path = server.info.socket
+        steps.add_listener(self._on_step)
+        oom.add_listener(self._on_oom)
+        atexit.register(self.stop)
+
+    def _on_step(self, n: int) -> None:
+        self.server.post({"kind": "step", "n": n})
+
+    def _on_oom(self, device: int, requested: int, device_allocated: int, device_free: int) -> None:
+        message = {"kind": "oom", "device": device, "requested": requested, "device_allocated": device_allocated,
+                   "device_free": device_free, "t": time.time()}
+        if self.server.watchers:
+            # The job is failing anyway; the state that failed is worth one snapshot, taken here
+            # before the exception unwinds and frees what it held.
+            message["snapshot"] = self.server.probe.snapshot()
+        self.server.post(message)
+
+    def stop(self) -> None:
+        if os.getpid() != self._pid:
+            return  # a forked child (a DataLoader worker) must not close its parent's socket
+        steps.remove_listener(self._on_step)
+        oom.remove_listener(self._on_oom)
+        self.server.stop()
+        self._session.stop()
+        global _current
+        if _current is self:
+            _current = None
+
+
+_current: LiveSession | None = None
+
+
+def live(*, max_entries: int = DEFAULT_MAX_ENTRIES, stacks: str = "python", context: str | None = "all",
+         interval: float = DEFAULT_INTERVAL, trace_budget: float = DEFAULT_TRACE_BUDGET) -> LiveSession:
+    """Serve this process's CUDA memory to ``memtui watch`` (recording history if nothing does yet).
+
+    Returns the running :class:`LiveSession` (one per process: a second call returns the
+    first). Serving stops at exit, or with ``stop()``.
+    """
+    global _current
+    if _current is not None:
+        return _current
+    torch = backend.cuda_torch()
+    session = Session(Options(max_entries, stacks, context))
+    session.start()
+    pid = os.getpid()
+    rank = launcher_rank()
+    home = int(torch.cuda.current_device())
+    info = JobInfo(pid=pid, socket=socket_path(runtime_dir(), pid, rank), rank=rank, world_size=_world_size(),
+                   devices=[home], started=time.time(), argv=list(sys.argv), job=job_id(),
+                   host=os.uname().nodename)
+    server = LiveServer(TorchProbe(torch, home), info, interval=interval, trace_budget=trace_budget,
+                        on_error=lambda text: print(f"memtui: {text}", file=sys.stderr, flush=True))
+    server.start()
+    _current = LiveSession(server, session)
+    return _current
+
+
+def current() -> LiveSession | None:
+    return _current
