@@ -27,6 +27,15 @@ from memtui.record.files import launcher_rank
 from memtui.record.recording import DEFAULT_MAX_ENTRIES, Options, Session
 
 ENV_VAR = "MEMTUI_LIVE"
+BUDGET_VAR = "MEMTUI_LIVE_BUDGET"  # the trace's share of the wall time, e.g. 0.005
+
+
+def trace_budget_from_env(default: float = DEFAULT_TRACE_BUDGET) -> float:
+    try:
+        value = float(os.environ.get(BUDGET_VAR, ""))
+    except ValueError:
+        return default
+    return value if 0 < value <= 1 else default
 
 
 class TorchProbe:
@@ -135,10 +144,11 @@ _current: LiveSession | None = None
 
 
 def live(*, max_entries: int = DEFAULT_MAX_ENTRIES, stacks: str = "python", context: str | None = "all",
-         interval: float = DEFAULT_INTERVAL, trace_budget: float = DEFAULT_TRACE_BUDGET) -> LiveSession:
+         interval: float = DEFAULT_INTERVAL, trace_budget: float | None = None) -> LiveSession:
     """Serve this process's CUDA memory to ``memtui watch`` (recording history if nothing does yet).
 
-    Returns the running :class:`LiveSession` (one per process: a second call returns the
+    ``trace_budget`` is the share of the wall time the trace may cost (default 0.5%, or
+    ``MEMTUI_LIVE_BUDGET``). Returns the running :class:`LiveSession` (one per process: a second call returns the
     first). Serving stops at exit, or with ``stop()``.
     """
     global _current
@@ -153,7 +163,8 @@ def live(*, max_entries: int = DEFAULT_MAX_ENTRIES, stacks: str = "python", cont
     info = JobInfo(pid=pid, socket=socket_path(runtime_dir(), pid, rank), rank=rank, world_size=_world_size(),
                    devices=[home], started=time.time(), argv=list(sys.argv), job=job_id(),
                    host=os.uname().nodename)
-    server = LiveServer(TorchProbe(torch, home), info, interval=interval, trace_budget=trace_budget,
+    budget = trace_budget if trace_budget is not None else trace_budget_from_env()
+    server = LiveServer(TorchProbe(torch, home), info, interval=interval, trace_budget=budget,
                         on_error=lambda text: print(f"memtui: {text}", file=sys.stderr, flush=True))
     server.start()
     _current = LiveSession(server, session)
