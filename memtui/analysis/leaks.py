@@ -12,6 +12,8 @@ least twice): growth across the run. Otherwise it is one of:
 
 * a **plateau**: the floor rose, then stopped (warm-up, optimizer state made at the first
   step, a cache that reached its size);
+* **rising**: the floor rose in the run's last part but not all through it: growth that
+  had not stopped when the trace ended, too recent to call a leak or a plateau;
 * a **sawtooth**: the live bytes grew and fell back to half or less, more than once (a
   KV cache freed after each generation): given back, not leaked;
 * **steady**.
@@ -44,7 +46,7 @@ RISING_SHARE = 0.5
 MAX_FLOOR_POINTS = 4096  # samples for the floor (iterations beyond are thinned evenly)
 MIN_TEETH = 2  # falls to half or less that make a sawtooth
 PARTS = 10  # a run is cut into this many parts to count where its floor rose
-LEAK, PLATEAU, SAWTOOTH, STEADY = "leak", "plateau", "sawtooth", "steady"
+LEAK, PLATEAU, SAWTOOTH, STEADY, RISING = "leak", "plateau", "sawtooth", "steady", "rising"
 NO_LEAK, CANNOT_TELL = "no leak", "cannot tell"
 
 
@@ -150,6 +152,8 @@ def find_leaks(snapshot: Snapshot, dev: DeviceModel, depth: int = 1, max_points:
         # the end was made all through the run.
         if made_in * 2 < parts or kept_bytes * 2 < floor_growth[site]:
             kinds[site] = KINDS.index(SAWTOOTH) if teeth[site] else KINDS.index(PLATEAU)
+            if not teeth[site] and _rose_in_last_part(fine_bytes[site]):
+                kinds[site] = KINDS.index(RISING)
     released = _released_after(spans, site_of_life, last, n_sites)
     growing = kinds == LEAK_CODE
 
@@ -194,7 +198,7 @@ def sample_by_site(spans: LifeSpans, site_of_life: np.ndarray, points: np.ndarra
     return accumulate(size), accumulate(None)
 
 
-KINDS = (STEADY, LEAK, PLATEAU, SAWTOOTH)
+KINDS = (STEADY, LEAK, PLATEAU, SAWTOOTH, RISING)
 LEAK_CODE = KINDS.index(LEAK)
 
 
@@ -219,10 +223,24 @@ def classify_growth(series: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
     needed = max(MIN_RISES, int(np.ceil(RISING_SHARE * parts)))
     kinds = np.zeros(n_rows, np.int64)
     kinds[(steps > 0).any(axis=1)] = KINDS.index(PLATEAU)
+    # A floor that still rose in the run's last part did not stop: not a plateau.
+    kinds[rose[:, -1] & (growth > 0)] = KINDS.index(RISING)
     kinds[(rises >= needed) & (growth > 0)] = LEAK_CODE
     teeth = _teeth(series)
     kinds[(kinds != LEAK_CODE) & (teeth >= MIN_TEETH)] = KINDS.index(SAWTOOTH)
     return kinds, growth, rises
+
+
+def _rose_in_last_part(row: np.ndarray) -> bool:
+    """Whether the row's floor rose in the last of the run's parts (as classify_growth cuts them)."""
+    k = len(row)
+    if k < 3:
+        return False
+    floor = np.minimum.accumulate(row[::-1])[::-1]
+    steps = np.diff(floor)
+    parts = min(PARTS, len(steps))
+    last = (np.arange(len(steps)) * parts) // len(steps) == parts - 1
+    return bool((steps[last] > 0).any())
 
 
 def growing_sites(series: np.ndarray) -> np.ndarray:
@@ -360,10 +378,23 @@ def _decide(report: LeakReport, labels: list[str], kinds: np.ndarray, floor_grow
     leaks = np.flatnonzero(kinds == LEAK_CODE)
     if samples < 4:
         report.verdict, report.confidence = CANNOT_TELL, "low"
-        e.append(ev.Evidence(f"only {samples} samples ({how}): too few iterations to tell growth from a plateau",
-                             CANNOT_TELL))
+        e.append(ev.Evidence(f"only {plural(samples, 'sample')} ({how}): too few iterations to tell growth from"
+                             " a plateau", CANNOT_TELL))
         return
     parts = min(PARTS, samples - 1)
+    if len(leaks) and marks is None:
+        # Time windows are not iterations: memory that rises through one long step (a
+        # forward pass keeping its activations) rises in every window too.
+        s = int(leaks[np.argmax(floor_growth[leaks])])
+        report.verdict, report.confidence = CANNOT_TELL, "low"
+        e.append(ev.Evidence(f"{labels[s]} kept more in {rises[s]} of {parts} time windows"
+                             f" (+{f(int(floor_growth[s]))}), but the trace shows no repeated step (no step"
+                             " annotations, no statement the program returns to): growth within one step cannot"
+                             " be told from a leak", CANNOT_TELL))
+        alt.append({"verdict": LEAK, "why": "cannot be excluded: it grew in most windows"})
+        alt.append({"verdict": "one step's working set (activations kept until backward)",
+                    "why": "cannot be excluded: a window is not an iteration"})
+        return
     if len(leaks):
         top = leaks[np.argsort(-floor_growth[leaks])]
         s = int(top[0])
@@ -384,7 +415,15 @@ def _decide(report: LeakReport, labels: list[str], kinds: np.ndarray, floor_grow
                     "why": "rejected: what it held at the end was made all through the run"})
         return
     report.verdict = NO_LEAK
-    report.confidence = "high" if parts >= 8 else "medium"
+    # Only iterations compared with each other make "nothing grew" sure.
+    report.confidence = "high" if parts >= 8 and marks is not None else "medium"
+    rising = np.flatnonzero(kinds == KINDS.index(RISING))
+    if len(rising):
+        s = int(rising[np.argmax(floor_growth[rising])])
+        report.confidence = "medium"
+        e.append(ev.Evidence(f"{labels[s]} still kept more in the run's last part (+{f(int(floor_growth[s]))},"
+                             f" rose in {rises[s]} of {parts} parts): growth that had not stopped when the trace"
+                             " ended", RISING))
     plateaus = np.flatnonzero(kinds == KINDS.index(PLATEAU))
     saws = np.flatnonzero(kinds == KINDS.index(SAWTOOTH))
     e.append(ev.Evidence(f"no site kept more in at least half of the run's {parts} parts ({samples} samples at"

@@ -2,11 +2,23 @@
 
 Training loops leave ``external_annotations`` (``Optimizer.step#AdamW.step`` START/END,
 ``Optimizer.zero_grad#...``, or numbered markers such as ``memtui.step#12``): the name
-that repeats most marks one point per iteration. Without them, a loop still shows in the
-trace: the allocation stack that repeats most (a line of the loop's body, reached the same
-way each time) marks one point per execution, just before it, when the previous
-execution's temporaries are gone. With no stacks either, the trace is cut into equal time
-windows (or equal event windows when it has no times).
+that repeats most marks one point per iteration. An optimizer's or a numbered marker's
+count is the number of steps even when it is one or two (a file holding one traced step
+has one step, however often a line repeats inside it). torch.compile's own spans
+(``pad_mm_benchmark (dynamo_timed)``) time the compiler, never a step.
+
+Without annotations, a loop still shows in the trace: the program leaves the loop's
+statement and comes back to it. Each allocation's *loop-level statement* is the chain of
+the user's own frames from the outermost inward, cut where torch's code begins (a module
+call, an optimizer, autograd): the line of the script that called into torch. The
+statement that the program returns to most often marks one point per iteration, just
+before it starts again, when the previous iteration's temporaries are gone. A line that
+repeats only inside one call (a model's layers inside one forward, an optimizer's loop
+over its parameters) never returns at that level, so it marks nothing. A loop of the
+user's own statements only (no torch frame: ``keep.append(torch.randn(...))``) is its
+own loop level: each execution of its most repeated stack is an iteration. With neither,
+the trace is cut into equal time windows (or equal event windows when it has no times),
+and a window is not an iteration.
 
 A point is an event index: "the state after this event".
 """
@@ -25,6 +37,10 @@ from memtui.model import actions as act
 MIN_ANNOTATED_STEPS = 3
 # Markers that number their steps (memtui.step#12, train_step_12) form one series.
 _STEP_NUMBER = re.compile(r"(#|step[ _\-.]?)\d+$", re.IGNORECASE)
+# Annotations that mark one step each however few there are: the optimizer's own spans.
+_STEP_SPANS = ("Optimizer.step#", "Optimizer.zero_grad#")
+# torch.compile times its passes with annotations of this form: compiler work, not steps.
+_COMPILER_SPAN = "(dynamo_timed)"
 DEFAULT_WINDOWS = 10
 
 
@@ -83,24 +99,76 @@ def iteration_marks(snapshot: Snapshot, dev: DeviceModel) -> tuple[str, str, np.
     annotated = _annotated_points(snapshot, dev)
     if annotated is not None:
         return ("annotation",) + annotated
-    repeated = _repeated_stack_points(snapshot, dev)
+    few = _few_step_annotations(snapshot, dev)
+    if few is not None:
+        return ("annotation",) + few
+    repeated = _loop_points(snapshot, dev)
     if repeated is not None:
         return ("iterations",) + repeated
     return None
 
 
-def _repeated_stack_points(snapshot: Snapshot, dev: DeviceModel) -> tuple[str, np.ndarray] | None:
+def _loop_points(snapshot: Snapshot, dev: DeviceModel) -> tuple[str, np.ndarray] | None:
+    """The start of every return to the loop-level statement returned to most often
+    (module docstring), else every execution of the user's own repeated statement."""
     trace = dev.trace
     allocs = np.flatnonzero((trace.action == act.ALLOC) & (trace.stack >= 0))
     if len(allocs) < MIN_ANNOTATED_STEPS:
         return None
-    stacks, first, counts = np.unique(trace.stack[allocs], return_index=True, return_counts=True)
-    # The most repeated stack; of equals, the one that comes first in the trace.
+    stacks, stack_of_alloc = np.unique(trace.stack[allocs], return_inverse=True)
+    keys, plain, statement_frame = _loop_statements(snapshot, stacks)
+    key = keys[stack_of_alloc]
+    kept = key >= 0
+    starts = allocs[kept]
+    seq = key[kept]
+    if len(seq):
+        change = np.flatnonzero(np.r_[True, seq[1:] != seq[:-1]])
+        run_keys = seq[change]
+        values, first, runs = np.unique(run_keys, return_index=True, return_counts=True)
+        best = int(np.lexsort((first, -runs))[0])
+        if runs[best] >= MIN_ANNOTATED_STEPS and len(values) > 1:
+            at = starts[change[run_keys == values[best]]]
+            text = snapshot.stacks.frames.label_text(statement_frame[int(values[best])])
+            return text, np.maximum(at - 1, 0).astype(np.int64)
+    # A loop of the user's own statements: every execution of its most repeated stack.
+    own = plain[stack_of_alloc]
+    if not own.any():
+        return None
+    mine = allocs[own]
+    ids, first, counts = np.unique(trace.stack[mine], return_index=True, return_counts=True)
     best = int(np.lexsort((first, -counts))[0])
     if counts[best] < MIN_ANNOTATED_STEPS:
         return None
-    at = allocs[trace.stack[allocs] == stacks[best]]
-    return snapshot.stacks.top_frame_text(int(stacks[best])), np.maximum(at - 1, 0).astype(np.int64)
+    at = mine[trace.stack[mine] == ids[best]]
+    return snapshot.stacks.top_frame_text(int(ids[best])), np.maximum(at - 1, 0).astype(np.int64)
+
+
+def _loop_statements(snapshot: Snapshot, stacks: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """Per stack: an id of its loop-level statement (the user's frames from the outermost
+    in, up to where torch's code begins; -1 for a stack with no Python frame), and whether
+    the stack is the user's own code only (no torch frame at all); and per statement id,
+    its innermost frame (the line that called into torch)."""
+    frames = snapshot.stacks.frames
+    ids: dict[tuple, int] = {}
+    keys = np.full(len(stacks), -1, np.int64)
+    plain = np.zeros(len(stacks), bool)
+    statement_frame: list[int] = []
+    for k, sid in enumerate(stacks.tolist()):
+        fids = snapshot.stacks.frame_ids(int(sid))
+        python = fids[~frames.native[fids]][::-1]  # outermost first
+        if not len(python):
+            continue
+        user = frames.user[python]
+        cut = int(np.argmin(user)) if not user.all() else len(python)
+        plain[k] = cut == len(python)
+        outer = tuple(int(f) for f in python[:cut])
+        if not outer:
+            continue
+        if outer not in ids:
+            ids[outer] = len(ids)
+            statement_frame.append(outer[-1])
+        keys[k] = ids[outer]
+    return keys, plain, statement_frame
 
 
 def step_boundaries(snapshot: Snapshot, dev: DeviceModel) -> tuple[str, np.ndarray] | None:
@@ -108,17 +176,31 @@ def step_boundaries(snapshot: Snapshot, dev: DeviceModel) -> tuple[str, np.ndarr
     return _annotated_points(snapshot, dev)
 
 
-def _annotated_points(snapshot: Snapshot, dev: DeviceModel) -> tuple[str, np.ndarray] | None:
+def _few_step_annotations(snapshot: Snapshot, dev: DeviceModel) -> tuple[str, np.ndarray] | None:
+    """One or two optimizer steps (or numbered markers): the run's steps, too few to sample
+    growth by, which a line repeating inside them must not stand in for."""
+    found = _annotated_points(snapshot, dev, minimum=1)
+    if found is None:
+        return None
+    name = found[0]
+    if name.startswith(_STEP_SPANS) or name.endswith("#N") or "step" in name.lower():
+        return found
+    return None
+
+
+def _annotated_points(snapshot: Snapshot, dev: DeviceModel,
+                      minimum: int = MIN_ANNOTATED_STEPS) -> tuple[str, np.ndarray] | None:
     times = dev.trace.time_us
     if len(times) == 0 or not np.isfinite(times).all():
         return None
-    mine = [a for a in snapshot.annotations if a.device == dev.device and np.isfinite(a.time_us)]
+    mine = [a for a in snapshot.annotations if a.device == dev.device and np.isfinite(a.time_us)
+            and not a.name.endswith(_COMPILER_SPAN)]
     ends = [a for a in mine if a.stage == "END"] or mine
     counts = Counter(series_name(a.name) for a in ends)
     if not counts:
         return None
     most = max(counts.values())
-    if most < MIN_ANNOTATED_STEPS:
+    if most < minimum:
         return None
     # Between names marking every iteration, the one coming last in the iteration sees
     # the iteration's transient memory already gone.
@@ -129,7 +211,7 @@ def _annotated_points(snapshot: Snapshot, dev: DeviceModel) -> tuple[str, np.nda
     marks = np.sort(np.array([a.time_us for a in ends if series_name(a.name) == name]))
     indices = np.searchsorted(np.maximum.accumulate(times), marks, "right") - 1
     indices = indices[indices >= 0]
-    if len(indices) < MIN_ANNOTATED_STEPS:
+    if len(indices) < minimum:
         return None
     return name, indices.astype(np.int64)
 
