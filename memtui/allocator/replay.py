@@ -1,0 +1,225 @@
+"""Replay a request stream through the simulated allocator.
+
+The request stream is what the program asked of the allocator, taken from a recording
+(memtui/analysis/whatif_requests.py builds it): allocations with their size, stream and
+pool, frees (with or without uses on other streams still pending), the completion of those
+uses, ``empty_cache`` calls and the request the recording ran out of memory on. The same
+stream is replayed under any settings and memory limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from memtui.allocator.addresses import AddressSpace
+from memtui.allocator.blocks import Block, ExpandableSegment
+from memtui.allocator.settings import K_LARGE_BUFFER, AllocatorSettings
+from memtui.allocator.simulator import K_SMALL_BUFFER, Simulator
+
+# Request kinds.
+ALLOC, FREE, FREE_PENDING, COMPLETE, EMPTY_CACHE, OOM_REQUEST = range(6)
+NO_HINT = -1
+
+
+@dataclass
+class InitialSegment:
+    """A segment that was there before the trace's first event (the recording started mid-run)."""
+
+    addr: int
+    size: int
+    stream: int
+    pool: int  # index into Requests.pools, -1 for the default pool
+    small: bool
+    expandable: bool
+    blocks: list[tuple[int, int, int]]  # (address, size, slot) of the live blocks, by address
+
+
+@dataclass
+class Requests:
+    """One device's request stream, as parallel columns (one row per request)."""
+
+    kind: np.ndarray
+    slot: np.ndarray  # which allocation (a life of the trace); the frees name the same slot
+    size: np.ndarray  # bytes the program asked for
+    stream: np.ndarray
+    pool: np.ndarray  # index into ``pools`` (a private pool), -1 for the default pool
+    event: np.ndarray  # the trace event the request comes from
+    hint: np.ndarray  # where the recording's device refused: the limit for this request, or NO_HINT
+    pools: list[tuple] = field(default_factory=list)
+    freeable: dict[int, tuple] = field(default_factory=dict)  # empty_cache row -> private pools it freed
+    initial: list[InitialSegment] = field(default_factory=list)
+    recorded_segments: list[tuple[int, int]] = field(default_factory=list)  # segment_alloc (address, size)
+    lowest_address: int = 0
+    n_events: int = 0
+    # The recording ran out under a per-process cap (an oom entry whose device_free exceeds
+    # the request): its refusals are a cap's, checked against whole segments.
+    process_cap: bool = False
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    @property
+    def first_oom_event(self) -> int | None:
+        rows = (self.kind == OOM_REQUEST).nonzero()[0]
+        return int(self.event[rows[0]]) if len(rows) else None
+
+
+@dataclass
+class Outcome:
+    """What one replay did."""
+
+    events: list[tuple[int, int, int, int]]  # segment events: (action code, address, size, trace event)
+    reserved_peak: int = 0
+    peak_event: int = -1
+    active_at_peak: int = 0
+    allocated_at_peak: int = 0
+    oom_event: int | None = None  # the first request this setting could not serve
+    oom_size: int = 0
+    recorded_ooms: list[tuple[int, bool]] = field(default_factory=list)  # (event, served)
+    stopped_at: int | None = None  # a request the recording served failed here: the rest is another program
+    retries: int = 0
+    series_event: np.ndarray | None = None
+    series_reserved: np.ndarray | None = None
+    series_allocated: np.ndarray | None = None
+    simulator: Simulator | None = None
+
+
+def replay(requests: Requests, settings: AllocatorSettings, *, limit: int | None = None, per_process: bool = False,
+           use_hints: bool = False, until_event: int | None = None, series: bool = False,
+           keep_state: bool = False, device_total: int | None = None, hints_per_process: bool = False) -> Outcome:
+    """Run the requests through the allocator under ``settings``.
+
+    ``limit``: bytes the process may reserve (None: no limit); ``per_process``: the limit is a
+    ``set_per_process_memory_fraction`` cap. ``use_hints``: the device refuses exactly where
+    the recording's did (the fidelity check). The replay stops at the first request the
+    recording served and this allocator cannot: the program would have raised there.
+    ``until_event``: stop after the requests of that trace event (to show the state there).
+    """
+    addresses = AddressSpace(requests.recorded_segments, requests.lowest_address)
+    sim = Simulator(settings, addresses, limit=limit, per_process=per_process, device_total=device_total,
+                    hints_per_process=hints_per_process)
+    pools = [None] + list(requests.pools)  # pool index -1 -> None (default)
+    slots: dict[int, Block] = {}
+    _initial_state(sim, requests, pools, slots)
+    out = Outcome(events=[])
+    kinds, slot_col, size_col = requests.kind.tolist(), requests.slot.tolist(), requests.size.tolist()
+    stream_col, pool_col, event_col = requests.stream.tolist(), requests.pool.tolist(), requests.event.tolist()
+    hint_col = requests.hint.tolist() if use_hints else None
+    n = len(kinds)
+    if series:
+        s_reserved, s_allocated = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    events = sim.events
+    emitted = 0
+    peak = sim.reserved
+    out.reserved_peak, out.active_at_peak, out.allocated_at_peak = peak, sim.active, sim.allocated
+    for k in range(n):
+        kind = kinds[k]
+        event = event_col[k]
+        if until_event is not None and event > until_event:
+            break
+        if kind == ALLOC or kind == OOM_REQUEST:
+            hint = hint_col[k] if hint_col is not None else NO_HINT
+            block = sim.malloc(size_col[k], stream_col[k], pools[pool_col[k] + 1],
+                               hint if hint != NO_HINT else None)
+            if kind == OOM_REQUEST:
+                out.recorded_ooms.append((event, block is not None))
+                if block is None and out.oom_event is None:
+                    out.oom_event, out.oom_size = event, size_col[k]
+                elif block is not None:
+                    # Served where the recording failed: what came next is unknown; the recording
+                    # went on without this block, and so does the replay.
+                    _note_peak(sim, out, event)
+                    sim.free(block)
+            elif block is None:
+                if out.oom_event is None:
+                    out.oom_event, out.oom_size = event, size_col[k]
+                out.stopped_at = event
+                _flush(events, emitted, out, event)
+                break
+            else:
+                slots[slot_col[k]] = block
+                if sim.reserved > out.reserved_peak:
+                    _note_peak(sim, out, event)
+        elif kind == FREE or kind == FREE_PENDING:
+            block = slots.get(slot_col[k])
+            if block is not None and block.allocated:
+                sim.free(block, kind == FREE_PENDING)
+                if kind == FREE:
+                    del slots[slot_col[k]]
+        elif kind == COMPLETE:
+            block = slots.pop(slot_col[k], None)
+            if block is not None:
+                sim.complete(block)
+        elif kind == EMPTY_CACHE:
+            sim.empty_cache(tuple(pools[p + 1] for p in requests.freeable.get(k, ())))
+        if len(events) != emitted:
+            emitted = _flush(events, emitted, out, event)
+        if series:
+            s_reserved[k], s_allocated[k] = sim.reserved, sim.allocated
+    out.retries = sim.retries
+    if series:
+        done = k + 1 if n else 0
+        out.series_event = requests.event[:done]
+        out.series_reserved, out.series_allocated = s_reserved[:done], s_allocated[:done]
+    if keep_state:
+        out.simulator = sim
+    return out
+
+
+def _note_peak(sim: Simulator, out: Outcome, event: int) -> None:
+    if sim.reserved > out.reserved_peak:
+        out.reserved_peak, out.peak_event = sim.reserved, event
+        out.active_at_peak, out.allocated_at_peak = sim.active, sim.allocated
+
+
+def _flush(events: list, emitted: int, out: Outcome, event: int) -> int:
+    for code, addr, size in events[emitted:]:
+        out.events.append((code, addr, size, event))
+    return len(events)
+
+
+def _initial_state(sim: Simulator, requests: Requests, pools: list, slots: dict[int, Block]) -> None:
+    """The segments and live blocks that were there at the trace's first event."""
+    for seg in requests.initial:
+        pool = sim.pool(seg.small, pools[seg.pool + 1])
+        segment = None
+        if seg.expandable:
+            page = K_SMALL_BUFFER if seg.small else K_LARGE_BUFFER
+            pages = max(-(-sim.va_size // page), -(-seg.size // page) + 1)
+            segment = ExpandableSegment(seg.addr, page, pages)
+            segment.mapped.update(range(seg.size // page))
+        chain: list[Block] = []
+        cursor = seg.addr
+        for addr, size, slot in seg.blocks:
+            if addr > cursor:
+                chain.append(Block(cursor, addr - cursor, seg.stream, pool, segment))
+            block = Block(addr, size, seg.stream, pool, segment)
+            block.allocated = True
+            block.slot = slot
+            slots[slot] = block
+            chain.append(block)
+            cursor = addr + size
+        end = seg.addr + seg.size
+        if cursor < end:
+            chain.append(Block(cursor, end - cursor, seg.stream, pool, segment))
+        if segment is not None:
+            tail = Block(end, segment.size - seg.size, seg.stream, pool, segment)
+            tail.mapped = False
+            chain.append(tail)
+        for before, after in zip(chain, chain[1:]):
+            before.next, after.prev = after, before
+        for block in chain:
+            if not block.mapped:
+                pool.insert_unmapped(block)
+            elif not block.allocated:
+                pool.insert(block)
+            else:
+                sim.allocated += block.size
+                sim.active += block.size
+        sim.reserved += seg.size
+        if segment is None:
+            sim.segments[seg.addr] = chain[0]
+        else:
+            sim.expandable.append((segment, pool, seg.stream))

@@ -1,0 +1,308 @@
+"""What if the allocator had been set differently? The recording's requests, replayed.
+
+The request stream (analysis/whatif_requests.py) goes through the allocator model
+(memtui/allocator) once under the recorded settings with the recorded device's refusals,
+to check the model against the recording (fidelity: the same segment events in the same
+order with the same sizes), and then under each setting asked about, under one memory
+limit: the ``--cap`` given, else the one the recorded OOM implies, else none.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from memtui.allocator.replay import Outcome, Requests, replay
+from memtui.allocator.settings import AllocatorSettings, parse_conf, settings_of_snapshot
+from memtui.allocator.simulator import allocation_size, round_size
+from memtui.analysis.whatif_requests import build_requests, recorded_segment_events
+from memtui.model import DeviceModel, Snapshot
+from memtui.model import actions as act
+from memtui.units import format_bytes as format_size
+
+ProgressFn = Callable[[str, int, int], None]
+SEGMENT_NAMES = {act.SEGMENT_ALLOC: "segment_alloc", act.SEGMENT_FREE: "segment_free",
+                 act.SEGMENT_MAP: "segment_map", act.SEGMENT_UNMAP: "segment_unmap"}
+# The smallest-cap search stops when the bracket is this narrow (a share of the cap, or 2 MiB).
+CAP_PRECISION = 0.005
+CAP_STEP = 2 << 20
+
+
+@dataclass
+class Fidelity:
+    checked: bool
+    exact: bool
+    segment_events: int
+    matched: int
+    first_difference: dict | None = None
+    note: str = ""
+
+    def to_json(self) -> dict:
+        return {"checked": self.checked, "exact": self.exact, "segment_events": self.segment_events,
+                "matched": self.matched, "first_difference": self.first_difference, "note": self.note}
+
+
+@dataclass
+class Limit:
+    """The memory limit the scenarios run under."""
+
+    bytes: int | None
+    per_process: bool
+    source: str  # "given", "process cap", "device", "none"
+    note: str = ""
+
+
+@dataclass
+class Scenario:
+    settings: str
+    reserved_peak: int
+    peak_event: int
+    fragmentation_at_peak: int  # reserved minus active at the peak
+    oom_event: int | None
+    passes_recorded_oom: bool | None
+    min_cap_bytes: int | None
+    stopped_at: int | None
+    retries: int
+    recorded: bool = False
+
+    def to_json(self) -> dict:
+        return {"settings": self.settings, "reserved_peak": self.reserved_peak, "oom_event": self.oom_event,
+                "passes_recorded_oom": self.passes_recorded_oom, "min_cap_bytes": self.min_cap_bytes,
+                "peak_event": self.peak_event, "fragmentation_at_peak": self.fragmentation_at_peak,
+                "stopped_at": self.stopped_at, "alloc_retries": self.retries, "recorded": self.recorded}
+
+
+@dataclass
+class WhatIf:
+    device: int
+    recorded_settings: str
+    recorded_peak: int
+    recorded_oom: int | None
+    limit: Limit
+    fidelity: Fidelity
+    scenarios: list[Scenario] = field(default_factory=list)  # ranked, best first
+    advice: str = ""
+
+    def to_json(self) -> dict:
+        return {
+            "device": self.device,
+            "recorded": {"settings": self.recorded_settings, "reserved_peak": self.recorded_peak,
+                         "oom_event": self.recorded_oom, "cap_bytes": self.limit.bytes,
+                         "cap_source": self.limit.source, "cap_note": self.limit.note},
+            "fidelity": self.fidelity.to_json(),
+            "scenarios": [s.to_json() for s in self.scenarios],
+            "advice": self.advice,
+            "after_recorded_oom": "unknown: the recording ends at its OOM or goes on without that request",
+        }
+
+
+def candidates(recorded_conf: str, recorded: AllocatorSettings, limit: Limit) -> list[str]:
+    """Settings worth trying when none are asked for."""
+    out = [recorded_conf or "default"]
+    if recorded != AllocatorSettings():
+        out.append("default")
+    if not recorded.expandable_segments:
+        out.append("expandable_segments:True")
+    out += ["max_split_size_mb:64", "max_split_size_mb:256", "roundup_power2_divisions:4"]
+    if limit.bytes is not None:
+        out.append("garbage_collection_threshold:0.8")
+        out.append("garbage_collection_threshold:0.6,max_split_size_mb:128")
+    return list(dict.fromkeys(out))
+
+
+def what_if(snapshot: Snapshot, device: int, confs: list[str] | None = None, cap: int | None = None,
+            progress: ProgressFn | None = None, workers: int | None = None, min_cap: bool = True) -> WhatIf:
+    """Replay the device's requests under each of ``confs`` (None: the candidates)."""
+    dev = snapshot.device(device)
+    recorded_conf, recorded = settings_of_snapshot(snapshot.allocator_settings)
+    requests = build_requests(dev)
+    limit = derive_limit(dev, requests, cap)
+    fidelity = check_fidelity(dev, requests, recorded)
+    given = [c.strip() for c in confs] if confs else candidates(recorded_conf, recorded, limit)
+    parsed = [(text, parse_conf(text)) for text in given]  # bad settings fail before any work
+    recorded_peak = recorded_reserved_peak(dev, requests)
+    ooms = dev.oom_indices()
+    result = WhatIf(device, recorded_conf, recorded_peak, int(ooms[0]) if len(ooms) else None, limit, fidelity)
+    jobs = [(requests, text, settings, limit, settings == recorded, min_cap) for text, settings in parsed]
+    result.scenarios = _run_all(jobs, progress, workers)
+    result.scenarios.sort(key=_rank)
+    result.advice = advice(result)
+    return result
+
+
+def _run_all(jobs: list, progress: ProgressFn | None, workers: int | None) -> list[Scenario]:
+    total = len(jobs)
+    if progress:
+        progress("what-if", 0, total)
+    workers = workers if workers is not None else min(total, os.cpu_count() or 1)
+    size = len(jobs[0][0]) if jobs else 0
+    out: list[Scenario] = []
+    if workers > 1 and total > 1 and size > 200_000:
+        with ProcessPoolExecutor(workers) as pool:
+            for done, scenario in enumerate(pool.map(_scenario_job, jobs), 1):
+                out.append(scenario)
+                if progress:
+                    progress("what-if", done, total)
+        return out
+    for done, job in enumerate(jobs, 1):
+        out.append(_scenario_job(job))
+        if progress:
+            progress("what-if", done, total)
+    return out
+
+
+def _scenario_job(job: tuple) -> Scenario:
+    requests, text, settings, limit, is_recorded, min_cap = job
+    return run_scenario(requests, text, settings, limit, is_recorded, min_cap)
+
+
+def run_scenario(requests: Requests, text: str, settings: AllocatorSettings, limit: Limit, is_recorded: bool,
+                 min_cap: bool = True) -> Scenario:
+    out = replay(requests, settings, limit=limit.bytes, per_process=limit.per_process)
+    passes = None
+    if out.recorded_ooms:
+        passes = out.recorded_ooms[0][1]
+    elif out.stopped_at is not None and requests.first_oom_event is not None:
+        passes = False  # it ran out before reaching the request the recording ran out on
+    uncapped = out if limit.bytes is None else replay(requests, settings)
+    smallest = smallest_cap(requests, settings, uncapped) if min_cap else None
+    return Scenario(text, out.reserved_peak, out.peak_event, out.reserved_peak - out.active_at_peak, out.oom_event,
+                    passes, smallest, out.stopped_at, out.retries, is_recorded)
+
+
+def smallest_cap(requests: Requests, settings: AllocatorSettings, uncapped: Outcome) -> int | None:
+    """The smallest per-process cap under which every request is served (the recorded OOM's
+    too), by bisection as a re-run would find it; None when even no cap is not enough."""
+    if uncapped.oom_event is not None:
+        return None
+
+    def fits(cap: int) -> bool:
+        out = replay(requests, settings, limit=cap, per_process=True)
+        return out.oom_event is None
+
+    hi = uncapped.reserved_peak
+    tries = 0
+    while not fits(hi):
+        hi = int(hi * 1.25) + CAP_STEP
+        tries += 1
+        if tries > 8:
+            return None
+    lo = max(uncapped.allocated_at_peak, 0)
+    if lo >= hi or fits(lo):
+        return lo if lo < hi else hi
+    while hi - lo > max(CAP_STEP, int(hi * CAP_PRECISION)):
+        mid = (lo + hi) // 2
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def check_fidelity(dev: DeviceModel, requests: Requests, recorded: AllocatorSettings) -> Fidelity:
+    rows, codes, sizes = recorded_segment_events(dev)
+    if not len(rows):
+        return Fidelity(False, False, 0, 0, None, "the trace holds no segment events to check against")
+    out = replay(requests, recorded, use_hints=True, hints_per_process=requests.process_cap)
+    simulated = [(code, size) for code, _, size, _ in out.events]
+    recorded_list = list(zip(codes.tolist(), sizes.tolist()))
+    matched = 0
+    for a, b in zip(simulated, recorded_list):
+        if a != b:
+            break
+        matched += 1
+    exact = simulated == recorded_list
+    first = None
+    if not exact:
+        first = {"event": int(rows[matched]) if matched < len(rows) else None,
+                 "recorded": _event_text(recorded_list[matched]) if matched < len(recorded_list) else None,
+                 "simulated_event": out.events[matched][3] if matched < len(simulated) else None,
+                 "simulated": _event_text(simulated[matched]) if matched < len(simulated) else None}
+    return Fidelity(True, exact, len(recorded_list), matched, first)
+
+
+def _event_text(item: tuple[int, int]) -> str:
+    code, size = item
+    return f"{SEGMENT_NAMES.get(code, code)} {format_size(size)}"
+
+
+def recorded_reserved_peak(dev: DeviceModel, requests: Requests) -> int:
+    action, size = dev.trace.action, dev.trace.size.astype(np.int64)
+    delta = np.zeros(len(action), np.int64)
+    grow = np.isin(action, (act.SEGMENT_ALLOC, act.SEGMENT_MAP))
+    shrink = np.isin(action, (act.SEGMENT_FREE, act.SEGMENT_UNMAP))
+    delta[grow], delta[shrink] = size[grow], -size[shrink]
+    start = sum(s.size for s in requests.initial)
+    curve = start + np.cumsum(delta) if len(delta) else np.zeros(1, np.int64) + start
+    return int(max(curve.max(), start, dev.reserved if not len(delta) else 0))
+
+
+def derive_limit(dev: DeviceModel, requests: Requests, cap: int | None) -> Limit:
+    """The limit: ``cap`` when given; else what the first recorded OOM implies (a per-process
+    cap: at least the most this process ever reserved and below what it asked for at the
+    OOM; the device: what this process held plus what was free); else none."""
+    if cap is not None:
+        return Limit(cap, True, "given")
+    ooms = dev.oom_indices()
+    if not len(ooms):
+        return Limit(None, False, "none", "no OOM was recorded and no --cap given: no limit")
+    k = int(ooms[0])
+    trace = dev.trace
+    action, size = trace.action, trace.size.astype(np.int64)
+    delta = np.zeros(len(action), np.int64)
+    grow = np.isin(action, (act.SEGMENT_ALLOC, act.SEGMENT_MAP))
+    shrink = np.isin(action, (act.SEGMENT_FREE, act.SEGMENT_UNMAP))
+    delta[grow], delta[shrink] = size[grow], -size[shrink]
+    reserved = sum(s.size for s in requests.initial) + np.cumsum(delta)
+    at_oom = int(reserved[k])
+    device_free = max(int(trace.device_free[k]), 0)
+    request = int(size[k])
+    if device_free > request:
+        seen = int(reserved[: k + 1].max())
+        below = at_oom + allocation_size(round_size(request, AllocatorSettings()))
+        if seen < below:
+            return Limit(seen, True, "process cap",
+                         f"a per-process cap between {format_size(seen)} and {format_size(below)} refused the request"
+                         f" at event {k:,}; the replay uses the least, {format_size(seen)}")
+        return Limit(below - 1, True, "process cap",
+                     f"the recording reserved {format_size(seen)} before its OOM yet was refused below"
+                     f" {format_size(below)}: memory outside the allocator grew; the replay uses the lower bound")
+    return Limit(at_oom + device_free, False, "device",
+                 f"the device refused at event {k:,}: {format_size(at_oom)} reserved plus {format_size(device_free)}"
+                 " free; memory outside this allocator is taken as constant")
+
+
+def _rank(s: Scenario) -> tuple:
+    runs_out = s.oom_event is not None and s.passes_recorded_oom is not True
+    smallest = s.min_cap_bytes if s.min_cap_bytes is not None else math.inf
+    return (runs_out, s.stopped_at is not None, smallest, s.reserved_peak, not s.recorded)
+
+
+def advice(w: WhatIf) -> str:
+    """One line: the best setting and what it changes, against the recorded one."""
+    if not w.scenarios:
+        return ""
+    best = w.scenarios[0]
+    base = next((s for s in w.scenarios if s.recorded), None)
+    unsure = "" if w.fidelity.exact else " (not certain: the replay does not reproduce the recording exactly)"
+    if base is None or best is base or (_rank(best)[:4] == _rank(base)[:4]):
+        return (f"no setting tried does better than the recorded one ({w.recorded_settings or 'default'}):"
+                f" reserved peak {format_size(base.reserved_peak if base else best.reserved_peak)}{unsure}")
+    parts = [f"{best.settings}: reserved peak {format_size(best.reserved_peak)} instead of"
+             f" {format_size(base.reserved_peak)}"]
+    if w.recorded_oom is not None:
+        if best.passes_recorded_oom:
+            later = f"; it runs out later, at event {best.oom_event:,}" if best.oom_event is not None and \
+                best.oom_event != w.recorded_oom else ""
+            parts.append(f"the OOM at event {w.recorded_oom:,} does not happen{later}"
+                         " (what the program did after it is not recorded)")
+        else:
+            parts.append(f"the OOM at event {w.recorded_oom:,} still happens")
+    if best.min_cap_bytes is not None and base.min_cap_bytes is not None and best.min_cap_bytes != base.min_cap_bytes:
+        parts.append(f"fits in {format_size(best.min_cap_bytes)} instead of {format_size(base.min_cap_bytes)}")
+    return "; ".join(parts) + unsure

@@ -1,0 +1,47 @@
+"""memtui whatif from the command line: the JSON names, the text, and bad input."""
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import SAMPLES
+
+OOM = SAMPLES / "scenarios" / "oom_growing_batch_py.pickle.xz"
+NO_OOM = SAMPLES / "train_linear_adam.pickle.xz"
+
+
+def memtui(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "memtui", "--no-cache", "whatif", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_json_has_the_documented_names():
+    done = memtui(str(OOM), "--conf", " expandable_segments:True ", "--conf", "default", "--json")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert {"device", "recorded", "fidelity", "scenarios"} <= set(out)
+    assert {"settings", "reserved_peak", "oom_event", "cap_bytes"} <= set(out["recorded"])
+    assert {"checked", "exact", "segment_events", "matched", "first_difference"} <= set(out["fidelity"])
+    assert out["fidelity"]["checked"] and out["fidelity"]["exact"]
+    assert out["recorded"]["oom_event"] is not None and out["recorded"]["cap_bytes"] > 0
+    names = {s["settings"] for s in out["scenarios"]}
+    assert names == {"expandable_segments:True", "default"}  # echoed as given, stripped
+    for s in out["scenarios"]:
+        assert {"settings", "reserved_peak", "oom_event", "passes_recorded_oom", "min_cap_bytes"} <= set(s)
+    default = next(s for s in out["scenarios"] if s["settings"] == "default")
+    # Under its own settings and the limit its OOM implies, the recording runs out where it did.
+    assert default["passes_recorded_oom"] is False and default["oom_event"] == out["recorded"]["oom_event"]
+
+
+def test_text_starts_with_the_advice_and_says_fidelity():
+    done = memtui(str(NO_OOM), "--conf", "", "--conf", "max_split_size_mb:64")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] and not lines[0].startswith("device")
+    assert any(line.startswith("fidelity: exact") for line in lines)
+
+
+def test_bad_settings_are_one_line_and_status_2():
+    done = memtui(str(NO_OOM), "--conf", "max_split_size_mb:lots")
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
