@@ -77,10 +77,8 @@ def test_the_model_analyses_and_command_line_load_neither_textual_nor_torch():
 def test_no_module_of_the_pure_layers_loads_textual_or_torch():
     code = ("import importlib, pkgutil\n"
             "import memtui.open, memtui.replay\n"
-            "for package in ('memtui.load', 'memtui.model', 'memtui.allocator', 'memtui.analysis', 'memtui.query',
-"
-            "                'memtui.report', 'memtui.export', 'memtui.cache', 'memtui.fleet', 'memtui.live'):
-"
+            "for package in ('memtui.load', 'memtui.model', 'memtui.allocator', 'memtui.analysis', 'memtui.query',\n"
+            "                'memtui.report', 'memtui.export', 'memtui.cache', 'memtui.fleet', 'memtui.live'):\n"
             "    for info in pkgutil.walk_packages(importlib.import_module(package).__path__, package + '.'):\n"
             "        importlib.import_module(info.name)")
     assert loaded_frameworks(code) == set()
