@@ -16,6 +16,7 @@ import numpy as np
 from memtui.model.actions import ActionTable
 from memtui.model.frames import FrameTable, StackTable
 from memtui.model.lifetimes import Lifetimes
+from memtui.model.relevance import RULES_VERSION
 from memtui.model.segments import BlockTable, SegmentTable
 from memtui.model.snapshot import Annotation, DeviceModel, Snapshot
 from memtui.model.strings import StringTable
@@ -38,6 +39,7 @@ def schema_signature() -> str:
     classes = [Snapshot, DeviceModel, Annotation, *_DEVICE_PARTS.values()]
     text = ";".join(f"{c.__name__}:{','.join(f.name for f in dataclasses.fields(c))}" for c in classes)
     text += ";frames:" + ",".join(_FRAME_ARRAYS) + ";stacks:" + ",".join(_STACK_ARRAYS)
+    text += f";relevance:{RULES_VERSION}"  # the flags and labels the cache keeps follow these rules
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -43,9 +43,21 @@ FX_NODE_OP, FX_NODE_NAME, FX_NODE_TARGET, FX_ORIGINAL_TRACE = (
     "fx_node_op", "fx_node_name", "fx_node_target", "fx_original_trace")
 FORWARD_TEXT = "forward_frame"
 
-# Frames whose filename is one of these, or ends so, are native (C++) frames.
+# Bumped whenever a rule here changes what a frame is or which frame labels a stack: the
+# model cache keeps the flags and labels, so a cached model of an older rule is rebuilt.
+RULES_VERSION = 2
+
+# Frames whose filename is one of these, or ends so, are native (C++) frames: sources,
+# and the object files, assembly and shared libraries a symbolizer names when it has no
+# source line (``thread48.o``, glibc's ``clone3.S``, ``libc.so.6``).
 _NATIVE_FILENAMES = ("??", "")
-_NATIVE_SUFFIXES = (".cpp", ".cc", ".c", ".h", ".hpp", ".cu", ".cuh")
+_NATIVE_SUFFIXES = (".cpp", ".cc", ".cxx", ".c", ".h", ".hh", ".hpp", ".hxx", ".inl", ".cu", ".cuh", ".o", ".S",
+                    ".s", ".asm", ".so", ".a")
+_SHARED_LIBRARY = re.compile(r"\.so(?:\.\d+)+$")
+
+# Where every thread begins (glibc, libstdc++): true of every thread, so never a label.
+_THREAD_START = ("start_thread", "clone3", "clone", "execute_native_thread_routine", "__libc_start_main",
+                 "__libc_start_call_main", "_start")
 
 # Recording and allocating, never the code that asked for memory (matched in the
 # function name or file name of a native frame).
@@ -71,7 +83,13 @@ _AUTOGRAD_ENGINE = re.compile(r"torch::autograd::Engine::\w+")
 
 def is_native_frame(filename: str) -> bool:
     """True for C++/interpreter frames (filename '??', '' or a C/C++ source)."""
-    return filename in _NATIVE_FILENAMES or filename.endswith(_NATIVE_SUFFIXES)
+    return (filename in _NATIVE_FILENAMES or filename.endswith(_NATIVE_SUFFIXES)
+            or bool(_SHARED_LIBRARY.search(filename)))
+
+
+def is_thread_start(name: str) -> bool:
+    """True for the frames every thread starts with (``start_thread``, ``clone3``, ...)."""
+    return name.strip() in _THREAD_START
 
 
 _GENERATED = re.compile(r"(?:^|/)(?:fx_generated_\w*\.py|<eval_with_key>\.\d+)$|/torchinductor_[^/]*/")
@@ -149,8 +167,9 @@ def label_frames(ids: np.ndarray, names: list[str], native: np.ndarray, user: np
         for fid, name in zip(ids, names):
             if pattern.search(name):
                 return (int(fid),)
-    outside = ids[~internal[ids]]
-    return (int(outside[0]) if len(outside) else int(ids[0]),)
+    outside = [int(f) for f, name in zip(ids, names) if not internal[f] and not is_thread_start(name)] \
+        if names else [int(f) for f in ids[~internal[ids]]]
+    return (outside[0] if outside else int(ids[0]),)
 
 
 def site_stacks(stack: np.ndarray, forward: np.ndarray, label_is_user: np.ndarray) -> np.ndarray:
