@@ -98,10 +98,10 @@ def watcher(args) -> None:
                 reads.append(now)
                 lists = (message["snapshot"]["device_traces"] if kind == "state"
                          else list(message["traces"].values()))
-                for entries in lists:
+                for entries in lists:  # entries as they travel: [action, addr, size, ...] (memtui.live.wire)
                     for e in entries:
-                        size = e.get("size") or 0
-                        if e.get("action") == "alloc" and size >= MARK_BASE and (size - MARK_BASE) % MARK_STEP == 0:
+                        size = e[2] or 0
+                        if e[0] == "alloc" and size >= MARK_BASE and (size - MARK_BASE) % MARK_STEP == 0:
                             marks.setdefault(size, now)
             elif kind == "oom":
                 ooms.append({"arrived": now, "t": message.get("t"), "requested": message.get("requested")})
@@ -197,8 +197,10 @@ def train(args) -> dict:
     session = None
     server_stats = []
     mark = 0
-    for _round in range(args.rounds):
-        for mode in ("record", "serve", "watch"):
+    modes = ("record", "serve", "watch")
+    for round_ in range(args.rounds):
+        # The order turns each round, so a drift in step time (clocks, caches) falls on every mode.
+        for mode in modes[round_ % 3:] + modes[: round_ % 3]:
             if mode != "record":
                 session = live(max_entries=args.max_entries)
             if mode == "watch":
@@ -243,12 +245,14 @@ def train(args) -> dict:
         if seen:
             counter_latency.append(seen[0] - at)
     base = median(blocks["record"])
+    paired = {m: [b / r - 1 for b, r in zip(blocks[m], blocks["record"])] for m in ("serve", "watch")}
     return {
         "model": f"GPT-2 {args.layers} layers, width 512, batch {args.batch}x512, AdamW, bf16 autocast",
         "max_entries": args.max_entries, "steps_per_block": args.steps, "rounds": args.rounds,
         "step_ms": {k: [v * 1e3 for v in vs] for k, vs in blocks.items()},
         "median_step_ms": {k: median(vs) * 1e3 for k, vs in blocks.items()},
         "overhead_serve": median(blocks["serve"]) / base - 1, "overhead_watch": median(blocks["watch"]) / base - 1,
+        "overhead_paired_median": {m: median(v) for m, v in paired.items()}, "overhead_paired": paired,
         "trace_latency_s": {"training": summary(trace_latency, len(marks)),
                             "idle": summary(idle_trace, len(idle_marks))},
         "counter_latency_s_idle": summary(counter_latency, len(idle_marks)),
@@ -273,11 +277,11 @@ def oom(args) -> dict:
     from memtui.record.serving import live
 
     torch.cuda.set_per_process_memory_fraction(args.cap_gib * (1 << 30) / torch.cuda.mem_get_info(0)[1])
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 1024)).cuda()
+    opt = torch.optim.AdamW(model.parameters())
     session = live()
     watcher_proc = Watcher()
     watcher_proc.ask(f"attach {os.getpid()}")
-    model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 1024)).cuda()
-    opt = torch.optim.AdamW(model.parameters())
     batch = 1024
     oom_at = None
     try:
@@ -367,8 +371,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--max-entries", type=int, default=100_000)
     parser.add_argument("--warmup", type=int, default=20)
-    parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--idle-marks", type=int, default=8)
     parser.add_argument("--cap-gib", type=float, default=4.0)
     parser.add_argument("--out", default=tempfile.gettempdir())

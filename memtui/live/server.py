@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from memtui.live import protocol as p
+from memtui.live import wire
 from memtui.live.delta import Cursor
 from memtui.live.runtime import JobInfo, remove_endpoint, write_descriptor
 
@@ -94,6 +95,7 @@ class LiveServer:
         self._posted: collections.deque[dict] = collections.deque(maxlen=10_000)
         self._watchers: dict[int, Watcher] = {}
         self._cursor = Cursor()
+        self._frames = wire.FrameTable()
         self._next_trace = 0.0
         self._seq = 0
         self._stop = threading.Event()
@@ -205,7 +207,7 @@ class LiveServer:
         self._watchers[sock.fileno()] = watcher
         self._selector.register(sock, selectors.EVENT_READ, "watcher")
         hello = {"kind": p.HELLO, "version": p.VERSION, "interval": self.interval, **self.info.to_json()}
-        self._enqueue(watcher, p.encode(hello), essential=True)
+        self._enqueue(watcher, p.encode(hello), p.HELLO)
 
     def _receive(self, watcher: Watcher) -> None:
         try:
@@ -237,9 +239,12 @@ class LiveServer:
     def _answer_freezes(self, watcher: Watcher) -> None:
         # A freeze is asked for by a person, once: it is answered at once, whatever the budget.
         snapshot = self.probe.snapshot()
+        table = wire.FrameTable()  # a frozen snapshot carries its own frames: it stands alone
+        packed = wire.pack_snapshot(snapshot, table)
         for ident in watcher.freezes:
-            frame = p.encode({"kind": p.FROZEN, "id": ident, "t": time.time(), "snapshot": snapshot})
-            self._enqueue(watcher, frame, essential=True)
+            frame = p.encode({"kind": p.FROZEN, "id": ident, "t": time.time(), "snapshot": packed,
+                              "frames": table.frames})
+            self._enqueue(watcher, frame, p.FROZEN)
         watcher.freezes.clear()
 
     def _tick(self, now: float) -> None:
@@ -256,7 +261,7 @@ class LiveServer:
         frame = p.encode(counters)
         for w in subscribed:
             self._say_missed(w)
-            self._enqueue(w, frame)
+            self._enqueue(w, frame, p.COUNTERS)
         full = [w for w in subscribed if w.mode == p.FULL]
         if full and now >= self._next_trace:
             self._send_trace(full)
@@ -276,17 +281,25 @@ class LiveServer:
                 new[d] = entries
         annotations, _ = self._cursor.new_items("annotations", snapshot.get("external_annotations") or [])
         t = time.time()
-        delta = p.encode({"kind": p.DELTA, "seq": self._seq, "t": t, "segments": snapshot.get("segments") or [],
-                          "traces": new, "annotations": annotations, "gap": gap})
+        table = self._frames
         state = None
+        if any(not w.in_sync and w.queued < self.queue_bytes for w in full):
+            packed = wire.pack_snapshot(snapshot, table)
+            state = p.encode({"kind": p.STATE, "seq": self._seq, "t": t, "snapshot": packed,
+                              "frames": table.frames[: len(table.frames)]})
+        segments = wire.pack_segments(snapshot.get("segments") or [], table)
+        traces = {d: wire.pack_entries(entries, table) for d, entries in new.items()}
+        first, frames = table.new_frames()
+        delta = p.encode({"kind": p.DELTA, "seq": self._seq, "t": t, "frames_from": first, "frames": frames,
+                          "segments": segments, "traces": traces, "annotations": annotations, "gap": gap})
         for w in full:
             if w.in_sync:
-                self._enqueue(w, delta)
-            else:
-                if state is None:
-                    state = p.encode({"kind": p.STATE, "seq": self._seq, "t": t, "snapshot": snapshot})
-                if self._enqueue(w, state, essential=True):
-                    w.in_sync = True
+                self._enqueue(w, delta, p.DELTA)
+            elif state is not None and w.queued < self.queue_bytes:
+                # A whole state, only to a watcher whose queue has room: one that does not read
+                # gets none until it has drained what it has.
+                self._enqueue(w, state, p.STATE)
+                w.in_sync = True
         cost = time.perf_counter() - started
         self.stats.trace_reads += 1
         self.stats.trace_seconds += cost
@@ -304,36 +317,36 @@ class LiveServer:
                 full = [w for w in self._watchers.values() if w.mode == p.FULL]
                 if full:
                     self._send_trace(full, taken)
-            essential = message.get("kind") in (p.OOM, p.BYE, p.STEP)
             frame = p.encode(message)
             for w in list(self._watchers.values()):
                 if w.mode is not None:
-                    self._enqueue(w, frame, essential=essential)
+                    self._enqueue(w, frame, str(message.get("kind")))
             if message.get("kind") == p.OOM and taken is None:
                 self._next_trace = 0.0  # the state at the OOM, as soon as it can be had
         self._flush_all()
 
     # -- queues --------------------------------------------------------------------------
-    def _enqueue(self, w: Watcher, frame: bytes, essential: bool = False) -> bool:
-        """Queue ``frame``; if the watcher's queue is full, drop what it has not started
-        reading (and ``frame`` unless ``essential``) and count it. False if dropped."""
-        if w.queued + len(frame) > self.queue_bytes:
-            self._overflow(w)
-            if not essential:
-                w.dropped += 1
-                self.stats.dropped += 1
-                return False
+    def _enqueue(self, w: Watcher, frame: bytes, kind: str = p.COUNTERS) -> bool:
+        """Queue ``frame`` unless the watcher's queue is full; False if it was dropped.
+
+        Counters and deltas are dropped when the queue is over its bound (a dropped delta
+        leaves the watcher out of step: it gets a fresh state once it has room). Everything
+        else is small and rare (hello, steps, OOMs, goodbye) or asked for (a state, a freeze)
+        and is queued regardless; a watcher so far behind that its queue passes four times
+        the bound is not reading at all, and is let go.
+        """
+        if kind in (p.COUNTERS, p.DELTA) and w.queued + len(frame) > self.queue_bytes:
+            w.dropped += 1
+            self.stats.dropped += 1
+            if kind == p.DELTA:
+                w.in_sync = False
+            return False
+        if w.queued + len(frame) > 4 * self.queue_bytes:
+            self._drop(w)
+            return False
         w.queue.append(frame)
         w.queued += len(frame)
         return True
-
-    def _overflow(self, w: Watcher) -> None:
-        n = len(w.queue)
-        w.queue.clear()
-        w.queued = 0
-        w.dropped += n
-        self.stats.dropped += n
-        w.in_sync = False  # the trace it missed cannot be patched: a fresh state follows
 
     def _say_missed(self, w: Watcher) -> None:
         if w.dropped:

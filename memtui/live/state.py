@@ -18,6 +18,7 @@ import threading
 from dataclasses import dataclass, field
 
 from memtui.live import protocol as p
+from memtui.live import wire
 
 DEFAULT_KEEP = 200_000
 COUNTER_HISTORY = 36_000  # an hour at 10 ticks a second
@@ -78,6 +79,7 @@ class LiveState:
     bye: dict | None = None
     server: dict = field(default_factory=dict)  # the job's own account of what serving cost it
     frozen: dict = field(default_factory=dict)  # freeze id -> snapshot
+    frames: list = field(default_factory=list)  # the job's frames by number (memtui.live.wire)
     version: int = 0  # bumped whenever the trace or the segments change
     last_update: float = 0.0  # time (job's clock) of the last message that changed anything
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
@@ -96,7 +98,8 @@ class LiveState:
                 self.samples.append(Sample(float(message.get("t", 0.0)), devices))
                 self.server = message.get("server") or {}
             elif kind == p.STATE:
-                self._set_state(message.get("snapshot") or {})
+                self.frames = list(message.get("frames") or [])
+                self._set_state(wire.unpack_snapshot(message.get("snapshot") or {}, self.frames))
             elif kind == p.DELTA:
                 self._apply_delta(message)
             elif kind == p.STEP:
@@ -106,7 +109,8 @@ class LiveState:
             elif kind == p.MISSED:
                 self.missed += int(message.get("dropped", 0))
             elif kind == p.FROZEN:
-                self.frozen[int(message.get("id", 0))] = message.get("snapshot") or {}
+                frozen = wire.unpack_snapshot(message.get("snapshot") or {}, message.get("frames") or [])
+                self.frozen[int(message.get("id", 0))] = frozen
             elif kind == p.BYE:
                 self.bye = message
                 self.ended = True
@@ -123,12 +127,17 @@ class LiveState:
     def _apply_delta(self, message: dict) -> None:
         if not self.has_state:
             return  # a delta without the state it continues cannot be placed
-        self.segments = list(message.get("segments") or [])
+        if int(message.get("frames_from", len(self.frames))) != len(self.frames):
+            self.gaps += 1  # frames we never got: the next state sets things right
+            self.has_state = False
+            return
+        self.frames.extend(message.get("frames") or [])
+        self.segments = wire.unpack_segments(list(message.get("segments") or []), self.frames)
         for key, entries in (message.get("traces") or {}).items():
             d = int(key)
             while len(self.traces) <= d:
                 self.traces.append([])
-            self.traces[d].extend(entries)
+            self.traces[d].extend(wire.unpack_entries(entries, self.frames))
         self.annotations.extend(message.get("annotations") or [])
         if message.get("gap"):
             self.gaps += 1

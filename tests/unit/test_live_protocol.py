@@ -11,6 +11,7 @@ from memtui.live import protocol as p
 from memtui.live.delta import Cursor
 from memtui.live.runtime import JobInfo, check_private, list_jobs, select_jobs, write_descriptor
 from memtui.live.state import LiveState
+from memtui.live.wire import FrameTable, pack_entries
 
 
 def test_frames_survive_any_chunking():
@@ -37,7 +38,7 @@ def test_damaged_or_oversized_frames_are_refused():
 
 
 def entry(t, action="alloc", addr=1, size=8):
-    return {"time_us": t, "action": action, "addr": addr, "size": size}
+    return {"time_us": t, "action": action, "addr": addr, "size": size, "stream": 0, "frames": []}
 
 
 def test_cursor_finds_what_is_new_even_when_the_ring_wraps():
@@ -67,18 +68,24 @@ def test_cursor_tells_repeated_entries_apart():
     assert new == same[4:] and not gap
 
 
+def packed(entries):
+    return pack_entries(entries, FrameTable())
+
+
 def test_state_applies_a_state_then_deltas_and_keeps_within_its_bound():
     state = LiveState(keep=5)
-    state.apply({"kind": p.DELTA, "traces": {0: [entry(0)]}})  # no state yet: ignored
+    state.apply({"kind": p.DELTA, "traces": {0: packed([entry(0)])}})  # no state yet: ignored
     assert state.events() == 0
-    state.apply({"kind": p.STATE, "t": 1.0, "snapshot": {"segments": [{"device": 0}], "device_traces": [[entry(1)]],
+    state.apply({"kind": p.STATE, "t": 1.0, "snapshot": {"segments": [{"device": 0}],
+                                                          "device_traces": [packed([entry(1)])],
                                                           "allocator_settings": {"a": 1}}})
-    state.apply({"kind": p.DELTA, "t": 2.0, "segments": [], "traces": {1: [entry(2)], 0: [entry(3), entry(4)]},
+    state.apply({"kind": p.DELTA, "t": 2.0, "segments": [], "traces": {1: packed([entry(2)]),
+                                                                        0: packed([entry(3), entry(4)])},
                  "annotations": [{"name": "x"}], "gap": True})
     raw = state.raw_snapshot()
     assert raw["device_traces"] == [[entry(1), entry(3), entry(4)], [entry(2)]]
     assert raw["segments"] == [] and raw["external_annotations"] == [{"name": "x"}] and state.gaps == 1
-    state.apply({"kind": p.DELTA, "traces": {0: [entry(i) for i in range(5, 10)]}})
+    state.apply({"kind": p.DELTA, "traces": {0: packed([entry(i) for i in range(5, 10)])}})
     assert [e["time_us"] for e in state.traces[0]] == [5, 6, 7, 8, 9] and state.trimmed == 3
     state.apply({"kind": p.COUNTERS, "t": 3.0, "devices": [{"device": 0, "allocated": 10, "reserved": 20,
                                                             "limit": 100, "unknown_field": 1}]})
@@ -125,3 +132,21 @@ def test_jobs_are_listed_alive_only_and_selected_by_pid_rank_or_name(tmp_path):
     assert select_jobs(found, "run1") == found
     assert select_jobs(found, "train") == found
     assert select_jobs(found, "nothing") == []
+
+
+def test_snapshots_travel_compact_and_come_back_the_same():
+    import msgpack
+
+    from memtui.live.wire import FrameTable, pack_snapshot, unpack_snapshot
+    from memtui.load import read_snapshot
+
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "sample_snapshots")
+    for name in ("train_linear_adam.pickle.xz", "oom_training.pickle.xz", "context_none.pickle.xz"):
+        raw = read_snapshot(os.path.join(root, name))
+        raw["device_traces"][0].append({"action": "odd", "addr": 1})  # an entry missing most keys
+        table = FrameTable()
+        packed = pack_snapshot(raw, table)
+        wire = msgpack.unpackb(msgpack.packb({"s": packed, "f": table.frames}), strict_map_key=False)
+        back = unpack_snapshot(wire["s"], wire["f"])
+        assert msgpack.unpackb(msgpack.packb(back)) == msgpack.unpackb(msgpack.packb(raw)), name
+        assert len(msgpack.packb(wire)) < len(msgpack.packb(raw))

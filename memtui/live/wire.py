@@ -1,0 +1,133 @@
+"""How snapshots travel: frames once, entries as short lists.
+
+A trace of 100,000 entries with Python stacks is about 67 MB as msgpack'd dicts, and
+encoding it holds the job's interpreter for about a second (measured on an H100 host).
+Most of it is repetition: an entry's frames are a few dozen distinct dicts shared by
+every entry, and every entry spells out the same keys. So a frame is sent once, then
+named by its number, and an entry is a list in a fixed order with only its unusual keys
+spelled out. The watcher rebuilds the dicts, each distinct frame one shared object, as
+torch hands them out.
+"""
+
+from __future__ import annotations
+
+# An entry on the wire: [action, addr, size, stream, time_us, frames, rest]; ``rest`` holds
+# every other key (None when there is none) and the defaults below are left out of it.
+FIELDS = ("action", "addr", "size", "stream", "time_us")
+DEFAULTS = {"compile_context": "N/A", "user_metadata": ""}
+MISSING = "__missing__"  # a field an entry does not have (older torch: no time_us)
+
+
+class FrameTable:
+    """The job's side: each distinct frame gets a number, sent the first time it is used."""
+
+    def __init__(self) -> None:
+        self.frames: list[dict] = []
+        self._by_id: dict[int, int] = {}
+        self._by_content: dict[tuple, int] = {}
+        self.sent = 0  # frames[:sent] went out already
+
+    def number(self, frame: dict) -> int:
+        found = self._by_id.get(id(frame))
+        if found is not None:
+            return found
+        try:
+            key = tuple(sorted(frame.items()))
+            found = self._by_content.get(key)
+        except TypeError:  # a value that cannot be hashed: no sharing for this frame
+            key = None
+        if found is None:
+            found = len(self.frames)
+            self.frames.append(frame)
+            if key is not None:
+                self._by_content[key] = found
+        self._by_id[id(frame)] = found  # the frame is kept in self.frames, so its id stays its own
+        return found
+
+    def numbers(self, frames) -> list[int] | None:
+        return None if frames is None else [self.number(f) for f in frames]
+
+    def new_frames(self) -> tuple[int, list[dict]]:
+        """(first number, frames) not sent yet; marks them sent."""
+        start, self.sent = self.sent, len(self.frames)
+        return start, self.frames[start:]
+
+
+ALWAYS = (*FIELDS, *DEFAULTS, "frames")  # keys the list form implies; rest[MISSING] names absent ones
+
+
+def pack_entries(entries: list[dict], table: FrameTable) -> list[list]:
+    out = []
+    for e in entries:
+        rest = None
+        for key, value in e.items():
+            if key in FIELDS or key == "frames" or DEFAULTS.get(key, MISSING) == value:
+                continue
+            if rest is None:
+                rest = {}
+            rest[key] = value
+        if len(e) < len(ALWAYS) or any(k not in e for k in ALWAYS):
+            missing = [k for k in ALWAYS if k not in e]
+            if missing:
+                rest = rest or {}
+                rest[MISSING] = missing
+        out.append([e.get("action"), e.get("addr"), e.get("size"), e.get("stream"), e.get("time_us"),
+                    table.numbers(e.get("frames")), rest])
+    return out
+
+
+def unpack_entries(packed: list[list], frames: list[dict]) -> list[dict]:
+    out = []
+    for action, addr, size, stream, time_us, numbers, rest in packed:
+        entry = {"action": action, "addr": addr, "size": size, "stream": stream, "time_us": time_us, **DEFAULTS,
+                 "frames": [frames[i] for i in numbers] if numbers is not None else None}
+        if rest:
+            missing = rest.pop(MISSING, ())
+            entry.update(rest)
+            for key in missing:
+                entry.pop(key, None)
+        out.append(entry)
+    return out
+
+
+def pack_segments(segments: list[dict], table: FrameTable) -> list[dict]:
+    out = []
+    for seg in segments:
+        seg = dict(seg)
+        if "frames" in seg:
+            seg["frames"] = table.numbers(seg["frames"])
+        blocks = []
+        for block in seg.get("blocks") or []:
+            block = dict(block)
+            if "frames" in block:
+                block["frames"] = table.numbers(block["frames"])
+            blocks.append(block)
+        if "blocks" in seg:
+            seg["blocks"] = blocks
+        out.append(seg)
+    return out
+
+
+def unpack_segments(segments: list[dict], frames: list[dict]) -> list[dict]:
+    for seg in segments:
+        if seg.get("frames") is not None:
+            seg["frames"] = [frames[i] for i in seg["frames"]]
+        for block in seg.get("blocks") or []:
+            if block.get("frames") is not None:
+                block["frames"] = [frames[i] for i in block["frames"]]
+    return segments
+
+
+def pack_snapshot(snapshot: dict, table: FrameTable) -> dict:
+    """A whole snapshot, its frames named in ``table`` (the caller sends the table's frames)."""
+    packed = {k: v for k, v in snapshot.items() if k not in ("segments", "device_traces")}
+    packed["segments"] = pack_segments(snapshot.get("segments") or [], table)
+    packed["device_traces"] = [pack_entries(t or [], table) for t in snapshot.get("device_traces") or []]
+    return packed
+
+
+def unpack_snapshot(packed: dict, frames: list[dict]) -> dict:
+    snapshot = dict(packed)
+    snapshot["segments"] = unpack_segments(packed.get("segments") or [], frames)
+    snapshot["device_traces"] = [unpack_entries(t or [], frames) for t in packed.get("device_traces") or []]
+    return snapshot
