@@ -22,6 +22,7 @@ from memtui import __version__
 from memtui.cache import ModelCache
 from memtui.commands._common import add_cache_options, choose_cache, take_cache_options
 from memtui.errors import MemtuiError, MissingDependencyError
+from memtui.export.place import ANYWHERE, EXPORTS_OFF, ExportPlace
 
 EPILOG = "Commands: {names}. Run 'memtui COMMAND --help' for each."
 
@@ -33,10 +34,10 @@ class FrontEnds:
         self.cache = cache
         self.cache_root = cache.root if cache is not None else None
 
-    def explore(self, path: str, device: int | None = None) -> int:
+    def explore(self, path: str, device: int | None = None, export_place: ExportPlace = ANYWHERE) -> int:
         from memtui.tui.app import run_app
 
-        return run_app(path, device=device, cache=self.cache)
+        return run_app(path, device=device, cache=self.cache, export_place=export_place)
 
     def browse_ranks(self, files: list[str], depth: int, runner, summary_cache, moment: str) -> int:
         from memtui.tui.ranks_app import run_ranks_app
@@ -129,6 +130,10 @@ def _explorer_parser(commands: dict[str, object]) -> argparse.ArgumentParser:
     parser.add_argument("--demo", action="store_true", help="open the small sample snapshot bundled with memtui")
     parser.add_argument("--device", type=int, default=None, help="device to show first")
     parser.add_argument("--version", action="version", version=f"memtui {__version__}")
+    exports = parser.add_mutually_exclusive_group()
+    exports.add_argument("--export-dir", metavar="DIR",
+                         help="the export key (x) writes only inside DIR (memtui serve passes this)")
+    exports.add_argument("--no-export", action="store_true", help="turn the export key (x) off")
     add_cache_options(parser)
     return parser
 
@@ -146,4 +151,7 @@ def _open_explorer(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     from memtui.load import inspect_source
 
     inspect_source(path)  # fail fast, with one line, before the terminal is taken over
-    return args.front_ends.explore(path, device=args.device)
+    place = ExportPlace(off=EXPORTS_OFF) if args.no_export else ANYWHERE
+    if args.export_dir is not None:
+        place = ExportPlace.inside(args.export_dir)
+    return args.front_ends.explore(path, device=args.device, export_place=place)

@@ -1,17 +1,28 @@
-"""memtui serve: the explorer in a web browser (needs the ``web`` extra)."""
+"""memtui serve: the explorer in a web browser (needs the ``web`` extra).
+
+Safe by default: a token is generated and printed in the URL (as Jupyter does), the
+server binds to 127.0.0.1 and prints the ``ssh -L`` line that reaches it from a laptop,
+and browser sessions cannot write files unless ``--export-dir`` names where.
+"""
 
 from __future__ import annotations
 
+import argparse
 import getpass
 import ipaddress
+import os
 import secrets
 import socket
+import sys
+from urllib.parse import quote
 
 from memtui.errors import UsageError
 from memtui.load import inspect_source
 
 NAME = "serve"
-HELP = "Serve the explorer for one snapshot to a web browser (each tab runs its own session)."
+HELP = ("Serve the explorer for one snapshot to a web browser (each tab runs its own session). "
+        "A token is required by default: open the URL it prints.")
+MAX_TOKEN_CHARS = 256
 
 
 def add_arguments(parser) -> None:
@@ -19,8 +30,31 @@ def add_arguments(parser) -> None:
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to bind (default 127.0.0.1: only this machine; use ssh -L from a laptop)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    parser.add_argument("--token", nargs="?", const="", default=None,
-                        help="require ?token=TOKEN in the URL; without a value one is generated")
+    tokens = parser.add_mutually_exclusive_group()
+    tokens.add_argument("--token", action="store_true",
+                        help="require a generated token in the URL (the default; kept for scripts that pass it)")
+    tokens.add_argument("--token-file", metavar="FILE",
+                        help="require the token written in FILE (its first line) instead of a generated one; "
+                             "a file, not the command line, so other users cannot read it with ps")
+    tokens.add_argument("--no-token", action="store_true",
+                        help="require no token: anyone who can reach the port drives the explorer (warned)")
+    parser.add_argument("--max-sessions", type=positive_int, default=4, metavar="N",
+                        help="browser sessions running at once, each its own process (default 4)")
+    parser.add_argument("--export-dir", metavar="DIR",
+                        help="let browser sessions export (x), only inside DIR (default: export is off)")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                        help="also answer requests that name NAME as their host (a proxy's name); "
+                             "IP addresses, localhost and this machine's names are always answered")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def is_loopback(host: str) -> bool:
@@ -32,16 +66,50 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def banner_lines(name: str, host: str, port: int, token: str | None) -> list[str]:
-    query = f"?token={token}" if token else ""
-    url = f"http://{host if ':' not in host else f'[{host}]'}:{port}/{query}"
-    lines = [f"memtui: serving {name} at {url}  (Ctrl+C stops)"]
+def read_token_file(path: str) -> str:
+    """The first line of ``path``, stripped; one clear line if it cannot be a token."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            token = f.readline(MAX_TOKEN_CHARS + 2).strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--token-file {path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+    if not token:
+        raise UsageError(f"--token-file {path}: its first line is empty")
+    if len(token) > MAX_TOKEN_CHARS or not token.isprintable():
+        raise UsageError(f"--token-file {path}: the token must be one printable line of at most "
+                         f"{MAX_TOKEN_CHARS} characters")
+    return token
+
+
+def choose_token(args) -> str | None:
+    if args.no_token:
+        return None
+    if args.token_file is not None:
+        return read_token_file(args.token_file)
+    return secrets.token_urlsafe(24)
+
+
+def url_host(host: str) -> str:
+    """The host to print in the URL: the machine's name for a wildcard bind, brackets for IPv6."""
+    if host in ("0.0.0.0", "::", ""):
+        return socket.gethostname()
+    return f"[{host}]" if ":" in host else host
+
+
+def banner_lines(name: str, host: str, port: int, token: str | None, export_dir: str | None = None) -> list[str]:
+    query = f"?token={quote(token, safe='')}" if token else ""
+    lines = [f"memtui: serving {name} at http://{url_host(host)}:{port}/{query}  (Ctrl+C stops)"]
     if is_loopback(host):
         lines.append(f"memtui: from a laptop: ssh -L {port}:127.0.0.1:{port} {getpass.getuser()}@{socket.gethostname()}"
                      f"  then open http://localhost:{port}/{query}")
     else:
-        lines.append(f"memtui: WARNING: bound to {host}: anyone who can reach port {port} can read this snapshot"
-                     + ("" if token else " (add --token to require a secret in the URL)"))
+        lines.append(f"memtui: WARNING: bound to {host}: anyone who can reach port {port} "
+                     + ("and has the token can drive the explorer" if token else "can read this snapshot"))
+    if token is None:
+        lines.append("memtui: WARNING: no token (--no-token): any program or user on a machine that reaches "
+                     f"port {port} can drive the explorer")
+    lines.append(f"memtui: export (x) writes only inside {export_dir}" if export_dir
+                 else "memtui: export (x) is off in browser sessions (--export-dir DIR allows it)")
     return lines
 
 
@@ -49,14 +117,22 @@ def run(args) -> int:
     server_class = args.front_ends.snapshot_server()  # a missing textual-serve is said first
     if not 0 < args.port < 65536:
         raise UsageError(f"--port {args.port} is not a TCP port")
+    export_dir = None
+    if args.export_dir is not None:
+        if not os.path.isdir(args.export_dir):
+            raise UsageError(f"--export-dir {args.export_dir}: not a directory")
+        export_dir = os.path.realpath(args.export_dir)
     info = inspect_source(args.snapshot)  # a bad file fails here, with one line, not in each tab
-    token = args.token
-    if token == "":
-        token = secrets.token_urlsafe(16)
+    token = choose_token(args)
     name = info.path.rsplit("/", 1)[-1]
-    server = server_class(info.path, args.host, args.port, token, banner_lines(name, args.host, args.port, token))
+    server = server_class(snapshot_path=info.path, host=args.host, port=args.port, token=token,
+                          max_sessions=args.max_sessions, export_dir=export_dir,
+                          allowed_hosts=frozenset(args.allow_host),
+                          banner=banner_lines(name, args.host, args.port, token, export_dir))
     try:
         server.serve()
     except OSError as exc:
         raise UsageError(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc})") from None
+    finally:
+        sys.stdout.flush()
     return 0

@@ -21,6 +21,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 
 from memtui.cache import ModelCache
+from memtui.export.place import ANYWHERE, ExportPlace
 from memtui.tui.key_order import OrderedKeys
 from memtui.tui.lifecycle import run_in_terminal
 from memtui.tui.messages import LoadFailed, LoadFinished
@@ -39,9 +40,11 @@ class ExplorerApp(OrderedKeys, App[int]):
 
     CSS_PATH = "app.tcss"
 
-    def __init__(self, *, show_source: bool = True, cache: ModelCache | None = None) -> None:
+    def __init__(self, *, show_source: bool = True, cache: ModelCache | None = None,
+                 export_place: ExportPlace = ANYWHERE) -> None:
         super().__init__()
         self.model_cache = cache
+        self.export_place = export_place  # where `x` may write (memtui/export/place.py)
         self._show_source = show_source
         self.load_error: str | None = None
         self.loading = False
@@ -105,8 +108,9 @@ class MemtuiApp(ExplorerApp):
     BINDINGS = app_keys("Quit", ctrl_c="quit")
 
     def __init__(self, source: str | os.PathLike | Loader, device: int | None = None, *,
-                 show_source: bool = True, cache: ModelCache | None = None) -> None:
-        super().__init__(show_source=show_source, cache=cache)
+                 show_source: bool = True, cache: ModelCache | None = None,
+                 export_place: ExportPlace = ANYWHERE) -> None:
+        super().__init__(show_source=show_source, cache=cache, export_place=export_place)
         self._source = source
         self._device = device
 
@@ -134,7 +138,9 @@ def run_explorer(app: ExplorerApp, cache_root: str | None = None,
     return code
 
 
-def run_app(path: str | os.PathLike, device: int | None = None, cache: ModelCache | None = None) -> int:
-    """Run the explorer on ``path`` (through the model ``cache``); the exit status (2 with one
-    line on stderr if it cannot load)."""
-    return run_explorer(MemtuiApp(path, device=device, cache=cache), cache.root if cache is not None else None)
+def run_app(path: str | os.PathLike, device: int | None = None, cache: ModelCache | None = None,
+            export_place: ExportPlace = ANYWHERE) -> int:
+    """Run the explorer on ``path`` (through the model ``cache``, exporting only where
+    ``export_place`` allows); the exit status (2 with one line on stderr if it cannot load)."""
+    app = MemtuiApp(path, device=device, cache=cache, export_place=export_place)
+    return run_explorer(app, cache.root if cache is not None else None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from memtui.export.place import EXPORTS_OFF, ExportPlace
 from memtui.open import open_snapshot
 from memtui.query import compile_filter
 from memtui.tui.screens.export_dialog import ExportDialog
@@ -189,3 +190,43 @@ async def test_a_reopened_filtered_export_speaks_the_sources_numbers(tmp_path):
         assert state.allocated <= state.reserved == source.devices[0].reserved
         assert "filtered export is not replayed" in screen.segment_map.title(200)
         assert "free -" not in str(screen.query_one(SummaryBar).render())
+
+
+async def test_a_served_session_exports_only_inside_its_folder(tmp_path, monkeypatch):
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "outside").symlink_to(tmp_path)
+    app = make_app(tiny_path(), export_place=ExportPlace.inside(str(folder)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(app, pilot)
+        await pilot.press("x")
+        await pilot.pause()
+        dialog = app.screen
+        path_input = dialog.query_one("#export-path")
+        assert path_input.value == str(folder / "tiny_oom.dev0.msgpack")
+        for escape in ("../x.msgpack", str(tmp_path / "x.msgpack"), "../outside/x.msgpack"):
+            path_input.value = escape
+            await pilot.press("enter")
+            await settle(app, pilot)
+            assert app.screen is dialog
+            assert "stay inside" in str(dialog.query_one("#export-message").render())
+        path_input.value = "mine.msgpack"  # a bare name lands in the folder
+        await pilot.press("enter")
+        await settle(app, pilot)
+        await pilot.pause()
+        assert app.screen is not dialog
+    assert sorted(p.name for p in folder.iterdir()) == ["mine.msgpack"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exports", "outside"]
+
+
+async def test_export_turned_off_says_how_to_turn_it_on(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    app = make_app(tiny_path(), export_place=ExportPlace(off=EXPORTS_OFF))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await ready(app, pilot)
+        await pilot.press("x")
+        await pilot.pause()
+        assert not isinstance(app.screen, ExportDialog)
+        assert "--export-dir DIR" in str(screen.status.render())
+    assert list(tmp_path.iterdir()) == []

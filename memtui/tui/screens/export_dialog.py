@@ -3,7 +3,8 @@
 Same code path as ``memtui export``: :func:`memtui.export.writer.export_snapshot`,
 through a temporary file and a rename. An existing file is overwritten only after the
 user confirms; the export runs in a worker with a progress bar, and Escape cancels it
-(the partial file is removed).
+(the partial file is removed). Where it may write is the app's
+:class:`~memtui.export.place.ExportPlace` (a served session stays inside one folder).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from textual.widgets import Button, Checkbox, Input, Label, ProgressBar
 from textual.worker import get_current_worker
 
 from memtui.errors import MemtuiError
+from memtui.export.place import ANYWHERE, ExportPlace
 from memtui.export.writer import ExportResult, export_snapshot
 from memtui.model import Snapshot
 from memtui.tui.log_scope import Filter, LogScope, Site
@@ -47,11 +49,12 @@ class ExportRequest:
         return self.total if self.rows is None else len(self.rows)
 
 
-def default_export_path(snapshot: Snapshot, device: int, filtered: bool) -> str:
-    """``NAME.devD[.filtered].msgpack`` in the working directory (the source's own folder may
-    be read-only), as an absolute path: the dialog and the message after it say where it goes."""
+def default_export_path(snapshot: Snapshot, device: int, filtered: bool, place: ExportPlace = ANYWHERE) -> str:
+    """``NAME.devD[.filtered].msgpack`` in the export folder, else the working directory (the
+    source's own folder may be read-only), as an absolute path: the dialog and the message
+    after it say where it goes."""
     stem = snapshot.name.split(".pickle")[0].split(".msgpack")[0] or "snapshot"
-    return os.path.abspath(f"{stem}.dev{device}{'.filtered' if filtered else ''}.msgpack")
+    return place.default_path(f"{stem}.dev{device}{'.filtered' if filtered else ''}.msgpack")
 
 
 class _Cancelled(Exception):
@@ -82,9 +85,10 @@ class ExportDialog(ModalScreen[ExportResult | None]):
     """
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, request: ExportRequest) -> None:
+    def __init__(self, request: ExportRequest, place: ExportPlace = ANYWHERE) -> None:
         super().__init__()
         self.request = request
+        self.place = place
         self._confirmed_path: str | None = None  # the existing file the user agreed to replace
         self.running = False
 
@@ -97,7 +101,7 @@ class ExportDialog(ModalScreen[ExportResult | None]):
             what += f": {r.selection}"
         with Vertical(id="export-box"):
             yield Label(f"Export {what}", id="export-what")
-            yield Input(default_export_path(r.snapshot, r.device, r.rows is not None), id="export-path")
+            yield Input(default_export_path(r.snapshot, r.device, r.rows is not None, self.place), id="export-path")
             yield Checkbox("Include stacks and frames", value=True, id="export-stacks")
             yield Label("msgpack (docs/export-format.md); memtui reopens it, memtui convert turns it into a pickle",
                         id="export-message")
@@ -116,11 +120,10 @@ class ExportDialog(ModalScreen[ExportResult | None]):
         label.set_class(warning, "-warning")
         label.update(text)
 
-    @property
     def path(self) -> str:
-        """The file to write, absolute (a relative name is in the working directory)."""
-        value = self.query_one("#export-path", Input).value.strip()
-        return os.path.abspath(os.path.expanduser(value)) if value else ""
+        """The file to write, absolute (a relative name is in the export folder or the working
+        directory); UsageError where the export place does not allow it."""
+        return self.place.resolve(self.query_one("#export-path", Input).value)
 
     @on(Input.Changed, "#export-path")
     def _path_changed(self) -> None:
@@ -131,9 +134,10 @@ class ExportDialog(ModalScreen[ExportResult | None]):
     def action_export(self) -> None:
         if self.running:
             return
-        path = self.path
-        if not path:
-            self.say("give a file name", warning=True)
+        try:
+            path = self.path()
+        except MemtuiError as exc:
+            self.say(exc.message, warning=True)
             return
         if os.path.isdir(path):
             self.say(f"{path} is a directory: give a file name", warning=True)

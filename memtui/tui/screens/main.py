@@ -443,9 +443,13 @@ class MainScreen(Screen):
     def action_export(self) -> None:
         from memtui.tui.screens.export_dialog import ExportDialog, ExportRequest
 
+        place = self.app.export_place
+        if place.off:
+            self.status.say(place.off, warning=True)
+            return
         view = self.current_view
         request = ExportRequest.of_scope(self.snapshot, view.device.device, view.n_events, self.scope)
-        self.app.push_screen(ExportDialog(request), self._export_finished)
+        self.app.push_screen(ExportDialog(request, place), self._export_finished)
 
     def _export_finished(self, result) -> None:
         if result is not None:

@@ -9,9 +9,6 @@ people to look at.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,28 +23,17 @@ from tests.system.web.test_serve_browser import (
     CHROMIUM,
     CHROMIUM_FLAGS,
     TerminalText,
-    free_port,
-    wait_for_port,
+    start_serve,
 )
 
 
 @pytest.fixture
 def fragmented_server():
-    pytest.importorskip("textual_serve", reason="textual-serve not installed (pip install 'memtui[web]')")
-    path = write_fragmented_snapshot(Path(tempfile.mkdtemp(prefix="memtui-serve-")))
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "memtui", "serve", str(path), "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    served = start_serve(write_fragmented_snapshot(Path(tempfile.mkdtemp(prefix="memtui-serve-"))))
     try:
-        wait_for_port(port, proc)
-        yield port
+        yield served
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        served.stop()
 
 
 def test_browser_map_shows_holes_shades_and_legend(fragmented_server):
@@ -60,7 +46,8 @@ def test_browser_map_shows_holes_shades_and_legend(fragmented_server):
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.on("websocket", lambda ws: ws.on("framereceived", terminal.on_frame))
-            page.goto(f"http://127.0.0.1:{fragmented_server}/", wait_until="domcontentloaded")
+            # The URL the default start prints for the far end of `ssh -L` (localhost, with the token).
+            page.goto(fragmented_server.url("localhost"), wait_until="domcontentloaded")
             terminal.wait_for(page, r"free_completed")  # event rows are drawn
             page.locator("#terminal").click()
             mark = len(terminal.raw)
