@@ -219,6 +219,7 @@ def _initial_state(sim: Simulator, requests: Requests, pools: list, slots: dict[
                 sim.allocated += block.size
                 sim.active += block.size
         sim.reserved += seg.size
+        sim.addresses.add_live(seg.addr, segment.size if segment is not None else seg.size)
         if segment is None:
             sim.segments[seg.addr] = chain[0]
         else:

@@ -42,6 +42,7 @@ from memtui.analysis import evidence as ev
 from memtui.analysis.callsites import CallSites, top_sites
 from memtui.analysis.cycles import CycleReport, find_cycles
 from memtui.analysis.live import reserved_curve
+from memtui.analysis.whatif import replay_ooms
 from memtui.model import DeviceModel, Snapshot
 from memtui.model import actions as act
 from memtui.model.address_n import format_address_n
@@ -104,6 +105,15 @@ class OomDiagnosis:
     freed_after: dict | None = None  # the burst of frees right after the OOM, and its cause
     evidence: list[ev.Evidence] = field(default_factory=list)
     alternatives: list[dict] = field(default_factory=list)
+    # The request replayed through the allocator model (analysis/whatif.py) under other
+    # settings: (settings, served); replay_exact: whether the model reproduced the recording.
+    replayed: list[tuple[str, bool | None]] = field(default_factory=list)
+    replay_exact: bool | None = None
+
+    @property
+    def served_by(self) -> list[str]:
+        """The settings under which the replayed allocator serves this request."""
+        return [text for text, served in self.replayed if served is True]
 
     @property
     def limit(self) -> str:
@@ -126,6 +136,8 @@ class OomDiagnosis:
             "largest_free_block": self.largest_free_block,
             "verdict": self.verdict,
             "confidence": self.confidence,
+            "replayed": [{"settings": t, "serves_request": v} for t, v in self.replayed],
+            "replay_exact": self.replay_exact,
             "limit": self.limit,
             "evidence": [e.to_json() for e in self.evidence],
             "alternatives": self.alternatives,
@@ -166,9 +178,12 @@ def diagnose_ooms(snapshot: Snapshot, device: int | None = None, device_total: i
         cycles = find_cycles(snapshot, dev, depth)
         waiting = {w["index"]: w["bytes"] for w in cycles.ooms_while_accumulating} if cycles.suspected else {}
         reserved = reserved_curve(dev)
+        replayed = replay_ooms(snapshot, dev)
         for i in indices:
             diagnosis = diagnose(snapshot, dev, replayer, int(i), sites, device_total, top, reserved)
             diagnosis.held_by_cycles = waiting.get(int(i), 0)
+            diagnosis.replayed, diagnosis.replay_exact = replayed.served.get(int(i), []), replayed.exact
+            _replay_evidence(diagnosis)
             _after(diagnosis, dev, cycles)
             out.append(diagnosis)
     return out
@@ -298,13 +313,20 @@ def _pinned_evidence(d: OomDiagnosis, headroom: int) -> None:
                              f" ({f(p['live_bytes'])}" + _blocker_text(p) + ")", d.verdict, d.index))
     if d.expandable_already:
         e.append(ev.Evidence("expandable segments were already on", d.verdict, d.index))
-    elif d.cached_free + headroom >= d.requested > d.largest_free_block:
-        e.append(ev.Evidence(f"with expandable_segments:True the free pages could be unmapped and mapped again: the"
-                             f" request would fit ({f(d.cached_free)} free + {f(headroom)})", d.verdict, d.index))
-    elif d.process_limit and d.cached_free >= worth and d.requested - d.cached_free < d.headroom_below:
-        e.append(ev.Evidence(f"with expandable_segments:True the request would fit if the cap left"
-                             f" {f(d.requested - d.cached_free)} (it left between {f(d.headroom_at_least)} and"
-                             f" {f(d.headroom_below)})", d.verdict, d.index))
+
+
+def _replay_evidence(d: OomDiagnosis) -> None:
+    """What the allocator model says of this request under other settings (memtui whatif)."""
+    if not d.replayed:
+        return
+    unsure = "" if d.replay_exact else (" (the model does not reproduce this recording exactly: not certain)"
+                                        if d.replay_exact is False else " (the trace has no segment events to"
+                                        " check the model against)")
+    for text, served in d.replayed:
+        outcome = {True: "serves this request", False: "still cannot serve this request",
+                   None: "serves this request under some of the caps the recording allows, not all"}[served]
+        d.evidence.append(ev.Evidence(f"replayed through the allocator model with {text}, under the same limit, it"
+                                      f" {outcome}{unsure}", d.verdict, d.index))
 
 
 def _blocker_text(p: dict) -> str:

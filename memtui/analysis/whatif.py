@@ -55,6 +55,13 @@ class Limit:
     per_process: bool
     source: str  # "given", "process cap", "device", "none"
     note: str = ""
+    # A per-process cap is known only between the most the recording reserved and what its
+    # OOM asked for: ``bytes`` is the middle; answers are checked at both ends too.
+    low: int | None = None
+    high: int | None = None
+
+    def ends(self) -> list[int]:
+        return [x for x in (self.low, self.high) if x is not None and x != self.bytes]
 
 
 @dataclass
@@ -69,12 +76,19 @@ class Scenario:
     stopped_at: int | None
     retries: int
     recorded: bool = False
+    passes_at_cap_ends: list[bool | None] = field(default_factory=list)
+
+    @property
+    def passes_certain(self) -> bool:
+        return len(set(self.passes_at_cap_ends + [self.passes_recorded_oom])) == 1
 
     def to_json(self) -> dict:
         return {"settings": self.settings, "reserved_peak": self.reserved_peak, "oom_event": self.oom_event,
                 "passes_recorded_oom": self.passes_recorded_oom, "min_cap_bytes": self.min_cap_bytes,
                 "peak_event": self.peak_event, "fragmentation_at_peak": self.fragmentation_at_peak,
-                "stopped_at": self.stopped_at, "alloc_retries": self.retries, "recorded": self.recorded}
+                "stopped_at": self.stopped_at, "alloc_retries": self.retries, "recorded": self.recorded,
+                "passes_recorded_oom_at_cap_ends": self.passes_at_cap_ends,
+                "passes_recorded_oom_certain": self.passes_certain}
 
 
 @dataclass
@@ -164,15 +178,25 @@ def _scenario_job(job: tuple) -> Scenario:
 def run_scenario(requests: Requests, text: str, settings: AllocatorSettings, limit: Limit, is_recorded: bool,
                  min_cap: bool = True) -> Scenario:
     out = replay(requests, settings, limit=limit.bytes, per_process=limit.per_process)
-    passes = None
-    if out.recorded_ooms:
-        passes = out.recorded_ooms[0][1]
-    elif out.stopped_at is not None and requests.first_oom_event is not None:
-        passes = False  # it ran out before reaching the request the recording ran out on
+    passes = _passes(requests, out)
+    first_oom = requests.first_oom_event
+    at_ends = []
+    if first_oom is not None:
+        at_ends = [_passes(requests, replay(requests, settings, limit=end, per_process=limit.per_process,
+                                            until_event=first_oom)) for end in limit.ends()]
     uncapped = out if limit.bytes is None else replay(requests, settings)
     smallest = smallest_cap(requests, settings, uncapped) if min_cap else None
     return Scenario(text, out.reserved_peak, out.peak_event, out.reserved_peak - out.active_at_peak, out.oom_event,
-                    passes, smallest, out.stopped_at, out.retries, is_recorded)
+                    passes, smallest, out.stopped_at, out.retries, is_recorded, at_ends)
+
+
+def _passes(requests: Requests, out: Outcome) -> bool | None:
+    """Whether the replay served the request the recording first ran out on (None: there is none)."""
+    if out.recorded_ooms:
+        return out.recorded_ooms[0][1]
+    if out.stopped_at is not None and requests.first_oom_event is not None:
+        return False  # it ran out before reaching that request
+    return None
 
 
 def smallest_cap(requests: Requests, settings: AllocatorSettings, uncapped: Outcome) -> int | None:
@@ -266,9 +290,11 @@ def derive_limit(dev: DeviceModel, requests: Requests, cap: int | None) -> Limit
         seen = int(reserved[: k + 1].max())
         below = at_oom + allocation_size(round_size(request, AllocatorSettings()))
         if seen < below:
-            return Limit(seen, True, "process cap",
+            middle = (seen + below) // 2
+            return Limit(middle, True, "process cap",
                          f"a per-process cap between {format_size(seen)} and {format_size(below)} refused the request"
-                         f" at event {k:,}; the replay uses the least, {format_size(seen)}")
+                         f" at event {k:,}; the replay uses the middle, {format_size(middle)}, and checks the"
+                         " recorded OOM at both ends", low=seen, high=below - 1)
         return Limit(below - 1, True, "process cap",
                      f"the recording reserved {format_size(seen)} before its OOM yet was refused below"
                      f" {format_size(below)}: memory outside the allocator grew; the replay uses the lower bound")
@@ -306,3 +332,43 @@ def advice(w: WhatIf) -> str:
     if best.min_cap_bytes is not None and base.min_cap_bytes is not None and best.min_cap_bytes != base.min_cap_bytes:
         parts.append(f"fits in {format_size(best.min_cap_bytes)} instead of {format_size(base.min_cap_bytes)}")
     return "; ".join(parts) + unsure
+
+
+@dataclass
+class OomReplay:
+    """Each recorded OOM's request replayed under a few settings (``memtui oom``'s advice)."""
+
+    exact: bool | None  # fidelity under the recorded settings (None: not checkable)
+    served: dict[int, list[tuple[str, bool | None]]]  # oom event -> (settings, served; None: it depends on the cap)
+    limit: Limit | None = None
+
+
+def replay_ooms(snapshot: Snapshot, dev: DeviceModel) -> OomReplay:
+    """Replay up to the last recorded OOM under the settings most often suggested."""
+    recorded_conf, recorded = settings_of_snapshot(snapshot.allocator_settings)
+    requests = build_requests(dev)
+    limit = derive_limit(dev, requests, None)
+    fidelity = check_fidelity(dev, requests, recorded)
+    tried = []
+    if not recorded.expandable_segments:
+        tried.append("expandable_segments:True")
+    tried.append("max_split_size_mb:64")
+    if limit.per_process:
+        tried.append("garbage_collection_threshold:0.8")
+    ooms = dev.oom_indices()
+    last = int(ooms[-1]) if len(ooms) else -1
+    served: dict[int, list[tuple[str, bool | None]]] = {int(i): [] for i in ooms}
+    for text in tried:
+        answers: dict[int, set] = {event: set() for event in served}
+        for cap in [limit.bytes] + limit.ends():
+            out = replay(requests, parse_conf(text), limit=cap, per_process=limit.per_process, until_event=last)
+            reached = dict(out.recorded_ooms)
+            for event in served:
+                if event in reached:
+                    answers[event].add(reached[event])
+                elif out.stopped_at is not None and out.stopped_at <= event:
+                    answers[event].add(False)
+        for event, found in answers.items():
+            if found:
+                served[event].append((text, found.pop() if len(found) == 1 else None))
+    return OomReplay(fidelity.exact if fidelity.checked else None, served, limit)

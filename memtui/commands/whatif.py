@@ -68,16 +68,21 @@ def text_lines(w: WhatIf) -> list[str]:
                      f" first difference at event {d.get('event')}: recorded {d.get('recorded')}, simulated"
                      f" {d.get('simulated')}. The predictions below are not certain.")
     lines.append("")
-    header = f"{'settings':44} {'reserved peak':>14} {'runs out at':>12} {'recorded OOM':>13} {'fits in':>11}" \
+    width = max([44] + [len(s.settings or "default") + 11 for s in w.scenarios])
+    header = f"{'settings':{width}} {'reserved peak':>14} {'runs out at':>12} {'recorded OOM':>13} {'fits in':>11}" \
              f" {'free at peak':>12}"
     lines.append(header)
     for s in w.scenarios:
         runs_out = f"{s.oom_event:,}" if s.oom_event is not None else "-"
         passes = {None: "-", True: "served", False: "not served"}[s.passes_recorded_oom]
+        if not s.passes_certain:
+            passes += "*"
         fits = f(s.min_cap_bytes) if s.min_cap_bytes is not None else "?"
         name = (s.settings or "default") + (" (recorded)" if s.recorded else "")
-        lines.append(f"{name:44} {f(s.reserved_peak):>14} {runs_out:>12} {passes:>13} {fits:>11}"
+        lines.append(f"{name:{width}} {f(s.reserved_peak):>14} {runs_out:>12} {passes:>13} {fits:>11}"
                      f" {f(s.fragmentation_at_peak):>12}")
+    if any(not s.passes_certain for s in w.scenarios):
+        lines.append("* depends on the cap: the answer differs at the two ends of what the recording allows")
     if w.recorded_oom is not None:
         lines.append("")
         lines.append("The recording ends at its OOM or goes on without that request: what a setting that serves it"

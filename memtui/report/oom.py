@@ -3,7 +3,7 @@ do, and the call sites and allocations holding the memory."""
 
 from __future__ import annotations
 
-from memtui.analysis.oom import WORTH_COUNTING, OomDiagnosis
+from memtui.analysis.oom import OomDiagnosis
 from memtui.report.sections import Column, Evidence, Lines, Notes, Place, Report, Section, Table
 from memtui.units import format_bytes
 
@@ -59,22 +59,36 @@ def explain(d: OomDiagnosis) -> list[str]:
     """What to do about it, and how the device's size was known."""
     f = format_bytes
     out = []
+    if d.replayed:
+        served = d.served_by
+        unsure = "" if d.replay_exact else " (not certain: see the evidence)"
+        if served:
+            out.append(f"Replayed through the allocator model, PYTORCH_CUDA_ALLOC_CONF={served[0]} serves this request"
+                       f"{unsure}; memtui whatif SNAPSHOT tells what comes after it and the smallest memory that fits.")
+        elif any(served is None for _, served in d.replayed):
+            maybe = ", ".join(text for text, served in d.replayed if served is None)
+            out.append(f"Replayed through the allocator model, {maybe} serves this request only if the cap was high"
+                       f" enough (the recording bounds it, see the evidence){unsure}; memtui whatif --cap BYTES"
+                       " answers for a given cap.")
+        else:
+            tried = ", ".join(text for text, _ in d.replayed)
+            out.append(f"Replayed through the allocator model, no setting tried ({tried}) serves this request{unsure}:"
+                       " the memory itself is short.")
     if d.verdict == "fragmentation":
         if d.expandable_already:
             out.append("Expandable segments are already on: free the long-lived blocks that split the segments, or"
                        " try a smaller max_split_size_mb.")
+        elif not d.replayed:
+            out.append("Free the long-lived blocks that split the segments (memtui whatif replays other allocator"
+                       " settings).")
         else:
-            out.append("Try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or free the long-lived blocks that"
-                       " split the segments.")
+            out.append("Or free the long-lived blocks that split the segments.")
     elif d.verdict == "external":
         out.append("Free the device of the other user (another process, NCCL buffers, cuBLAS workspaces), or give"
                    " the real total with --device-memory if the estimate is wrong.")
     elif d.verdict == "process_cap":
         out.append("Raise the cap (torch.cuda.set_per_process_memory_fraction) or bound the growing work (the"
-                   " batch); " + ("expandable segments would let the pinned free memory be reused."
-                                  if d.pinned and d.pinned.get("free", 0) >= d.requested * WORTH_COUNTING
-                                  and not d.expandable_already else
-                                  "see the call sites below for what the step holds."))
+                   " batch); see the call sites below for what the step holds.")
     elif d.process_limit:
         out.append("Reduce what is live at this point (see below), or raise the cap.")
     else:

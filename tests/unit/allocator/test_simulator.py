@@ -128,3 +128,13 @@ def test_garbage_collection_needs_a_cap():
 
 def test_default_settings_object():
     assert AllocatorSettings().describe() == ""
+
+
+def test_a_recorded_address_still_in_use_in_the_replay_is_not_handed_out_twice():
+    # The recording freed its segment at A and got A back; a replay that kept the first segment
+    # must place the second one elsewhere.
+    a = 1 << 40
+    space = AddressSpace([(a, 20 * MB), (a, 20 * MB)], a)
+    first = space.malloc(20 * MB)
+    second = space.malloc(20 * MB)
+    assert first == a and second != a and not (a <= second < a + 20 * MB)

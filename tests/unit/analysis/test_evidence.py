@@ -128,7 +128,9 @@ def test_a_cap_with_a_pinned_segment_counts_the_headroom_and_what_expandable_seg
     assert d.headroom_at_least == 0 and d.headroom_below > 0
     text = " ".join(e.text for e in d.evidence)
     assert "pinned" in text and "could not release" in text
-    assert "expandable_segments:True the request would fit if the cap left 70.00 MiB" in text
+    # What other settings would do comes from replaying the requests through the allocator model.
+    assert "replayed through the allocator model with expandable_segments:True" in text
+    assert {text for text, _ in d.replayed} >= {"expandable_segments:True", "max_split_size_mb:64"}
 
 
 def test_a_leak_made_on_the_autograd_thread_names_its_backward_line(tmp_path):
