@@ -15,6 +15,7 @@ when it starts with ``0x``, and otherwise a search of the stack's frames (like `
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 
 from memtui.query import values as v
 from memtui.query.lexer import Token, tokenize
@@ -42,6 +43,10 @@ FIELDS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 ALIASES = {"function": "func", "filename": "file", "index": "event", "segment": "seg", "dev": "device"}
 
+# Parentheses and `not`s nested deeper than this are refused: each level costs the parser,
+# the evaluator and str() a few Python frames, and no real filter comes near it.
+MAX_DEPTH = 100
+
 _FIELD_TERM = re.compile(r"^([A-Za-z_]+)(<=|>=|=|<|>|:)(.*)$", re.DOTALL)
 
 
@@ -63,6 +68,7 @@ class _Parser:
     def __init__(self, tokens: list[Token]) -> None:
         self.tokens = tokens
         self.pos = 0
+        self.depth = 0  # the parentheses and `not`s open around the current position
 
     def peek(self) -> Token:
         return self.tokens[self.pos]
@@ -94,11 +100,13 @@ class _Parser:
         if token.kind in ("not", "minus"):
             if self.peek().kind in ("end", "rparen", "or", "and"):
                 self._expected_term(self.peek(), after=token.text)
-            return Not(token.position, self.unary())
+            with self._nested(token):
+                return Not(token.position, self.unary())
         if token.kind == "lparen":
             if self.peek().kind == "rparen":
                 self._expected_term(self.peek(), after="(")
-            node = self.or_expr()
+            with self._nested(token):
+                node = self.or_expr()
             closing = self.take()
             if closing.kind != "rparen":
                 raise FilterError(f"expected ')' to close the '(' at column {token.position + 1}",
@@ -109,6 +117,17 @@ class _Parser:
         previous = self.tokens[self.pos - 2].text if self.pos >= 2 else None
         self._expected_term(token, after=previous)
         raise AssertionError
+
+    @contextmanager
+    def _nested(self, token: Token):
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise FilterError(f"the filter nests parentheses and 'not' more than {MAX_DEPTH} deep",
+                              token.position, expected=f"at most {MAX_DEPTH} levels")
+        try:
+            yield
+        finally:
+            self.depth -= 1
 
     @staticmethod
     def _expected_term(token: Token, after: str | None) -> None:

@@ -94,6 +94,14 @@ def test_bad_device(capsys):
     assert code == 2 and "no device 9" in err
 
 
+def test_a_filter_nested_400_deep_is_one_line(capsys, tmp_path):
+    path = require_oom_training()
+    deep = "(" * 400 + "size>1" + ")" * 400
+    code, out, err = run(["export", str(path), "--filter", deep, "-o", str(tmp_path / "x.msgpack")], capsys)
+    assert code == 2 and out == "" and not list(tmp_path.iterdir())
+    assert err == "memtui: invalid filter at column 101: the filter nests parentheses and 'not' more than 100 deep\n"
+
+
 def test_python_dash_m_works():
     result = subprocess.run([sys.executable, "-m", "memtui", "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0

@@ -59,6 +59,20 @@ def test_syntax_errors(text, column, fragment):
     assert "\n" not in str(error)
 
 
+@pytest.mark.parametrize("text", ["(" * 400 + "size>1" + ")" * 400, "not " * 400 + "size>1",
+                                  "(not " * 300 + "x" + ")" * 300, "(" * 100_000])
+def test_deep_nesting_is_one_clear_error_not_a_recursion_error(text):
+    with pytest.raises(FilterError) as info:
+        compile_filter(text)
+    assert "nests parentheses and 'not' more than 100 deep" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_nesting_up_to_the_limit_parses_evaluates_and_prints(snap):
+    deep = compile_filter("(" * 50 + "not " * 50 + "size>1" + ")" * 50)
+    assert str(deep.tree) == "-" * 50 + "size>1"
+    assert mask(snap, "(" * 50 + "not " * 50 + "size>1" + ")" * 50).sum() == mask(snap, "size>1").sum()
+
+
 def test_unknown_action_is_reported_when_evaluated(snap):
     with pytest.raises(FilterError, match="unknown action 'allco'; actions are alloc, free_requested"):
         mask(snap, "action:allco")
