@@ -49,6 +49,11 @@ class FrontEnds:
 
         return run_diff_app(diff, cache_root=self.cache_root)
 
+    def watch(self, jobs: list, out_dir: str = ".") -> int:
+        from memtui.tui.watch_app import run_watch_app
+
+        return run_watch_app(jobs, out_dir, cache=self.cache)
+
     def snapshot_server(self) -> type:
         """The browser server's class (:class:`memtui.web.server.SnapshotServer`)."""
         try:

@@ -292,9 +292,13 @@ class LiveServer:
         first, frames = table.new_frames()
         delta = p.encode({"kind": p.DELTA, "seq": self._seq, "t": t, "frames_from": first, "frames": frames,
                           "segments": segments, "traces": traces, "annotations": annotations, "gap": gap})
+        # Without new entries the segments have not changed either (every change of theirs is
+        # a trace entry), so an empty delta is not sent at all.
+        changed = bool(traces or annotations or gap or frames)
         for w in full:
             if w.in_sync:
-                self._enqueue(w, delta, p.DELTA)
+                if changed:
+                    self._enqueue(w, delta, p.DELTA)
             elif state is not None and w.queued < self.queue_bytes:
                 # A whole state, only to a watcher whose queue has room: one that does not read
                 # gets none until it has drained what it has.

@@ -132,7 +132,9 @@ class LiveState:
             self.has_state = False
             return
         self.frames.extend(message.get("frames") or [])
-        self.segments = wire.unpack_segments(list(message.get("segments") or []), self.frames)
+        segments = wire.unpack_segments(list(message.get("segments") or []), self.frames)
+        changed = bool(message.get("traces") or message.get("annotations")) or segments != self.segments
+        self.segments = segments
         for key, entries in (message.get("traces") or {}).items():
             d = int(key)
             while len(self.traces) <= d:
@@ -142,7 +144,8 @@ class LiveState:
         if message.get("gap"):
             self.gaps += 1
         self._trim()
-        self.version += 1
+        if changed:
+            self.version += 1
 
     def _trim(self) -> None:
         for trace in self.traces:

@@ -112,3 +112,23 @@ class BreakdownReady(Message):
 
     model: DeviceBreakdown | None
     error: str = ""
+
+
+# -- watching a live job (memtui/tui/screens/live.py) -----------------------------------------
+@dataclass
+class LiveModelReady(Latest, bubble=False):
+    """The explorer's model of what a job has sent so far (``version`` of its state)."""
+
+    version: int
+    view: DeviceView | None
+    sites: list
+    oom_lines: list | None  # None: the OOMs did not change since the last one
+
+
+@dataclass
+class SnapshotSaved(Message, bubble=False):
+    """A frozen or kept state was written to ``path`` (None: it failed, ``error`` says why)."""
+
+    path: str | None
+    error: str = ""
+    open_after: bool = False

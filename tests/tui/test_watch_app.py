@@ -1,0 +1,79 @@
+"""The live view driven by Pilot against a recorded snapshot replayed through the real server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from memtui.live.replay_source import serve_replay
+from memtui.live.runtime import list_jobs
+from memtui.tui.screens.live import LiveScreen
+from memtui.tui.screens.main import MainScreen
+from memtui.tui.watch_app import WatchApp
+
+OOM_FILE = Path(__file__).resolve().parents[2] / "sample_snapshots" / "oom_training.pickle.xz"
+
+
+@pytest.fixture
+def live_dir(monkeypatch):
+    folder = tempfile.mkdtemp(prefix="mtw", dir="/tmp")
+    monkeypatch.setenv("MEMTUI_RUNTIME_DIR", folder)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+async def until(pilot, predicate, timeout=10.0):
+    for _ in range(int(timeout / 0.05)):
+        if predicate():
+            return True
+        await pilot.pause(0.05)
+    return predicate()
+
+
+# About 10 s each on a shared 2-core machine: a real server, a model rebuilt as the trace
+# arrives, an OOM diagnosed and a frozen file opened in the explorer. The larger terminal
+# adds nothing the tmux test at 200x60 does not check, so it is a slow case.
+@pytest.mark.parametrize("size", [(80, 24), pytest.param((200, 60), marks=pytest.mark.slow)])
+async def test_the_live_view_follows_the_job_freezes_and_keeps_the_last_state(live_dir, tmp_path, size):
+    servers = [serve_replay(str(OOM_FILE), rate=3000, interval=0.02, rank=r, job="j") for r in (0, 1)]
+    try:
+        app = WatchApp(list_jobs(), out_dir=str(tmp_path))
+        async with app.run_test(size=size) as pilot:
+            assert await until(pilot, lambda: isinstance(app.screen, LiveScreen))
+            live = app.screen
+            # the whole recording arrives, the OOM is explained, the event log shows the tail
+            assert await until(pilot, lambda: live.view is not None and live.view.n_events == 719)
+            assert await until(pilot, lambda: live.query_one("#oom").display)
+            oom_text = str(live.query_one("#oom").render())
+            assert "verdict" in oom_text
+            assert live.event_log.cursor_event == 718
+            assert "▶ rank" in str(live.query_one("#ranks").render())
+            # pause: the view holds still while updates keep arriving
+            await pilot.press("p")
+            assert live.paused and "PAUSED" in str(live.query_one("#live-header").render())
+            await pilot.press("up", "up")
+            assert live.event_log.cursor_event == 716
+            await pilot.press("p")
+            # freeze: a whole snapshot from the job, written, opened in the explorer
+            await pilot.press("f")
+            assert await until(pilot, lambda: isinstance(app.screen, MainScreen))
+            frozen = [f for f in os.listdir(tmp_path) if ".frozen-" in f]
+            assert len(frozen) == 1
+            await pilot.press("backspace")
+            assert await until(pilot, lambda: isinstance(app.screen, LiveScreen))
+            # the job ends: the last state stays and can be saved
+            for server in servers:
+                server.stop()
+            assert await until(pilot, lambda: "ENDED" in str(live.query_one("#live-header").render()))
+            await pilot.press("s")
+            assert await until(pilot, lambda: any(".last-" in f for f in os.listdir(tmp_path)))
+            await pilot.press("q")
+    finally:
+        for server in servers:
+            server.stop()
+        await asyncio.sleep(0)
