@@ -12,7 +12,10 @@ the burst left alive, whether it followed an OOM).
 The report's verdict is ``cycles``, ``no cycles`` or ``cannot tell``, with a confidence
 (``high``: frames say it; ``medium``: Python stacks and lifetimes agree; ``low``), the
 evidence, and the other explanations weighed. ``cycles_suspected`` is true only for a
-``cycles`` verdict of high or medium confidence.
+``cycles`` verdict of high or medium confidence, and null (None) when the verdict is
+``cannot tell``. What the trace shows (its bursts and their causes, its steps, whether
+there is a trace at all) is read by :mod:`memtui.analysis.trace_evidence`, the one
+reading ``oom`` and ``leaks`` share.
 
 Collector bursts that repeat with about the same size (within ``BOUNDED_SPREAD`` of the
 median) make a **bounded** sawtooth: the collector keeps up, at the price of the peak
@@ -30,10 +33,9 @@ import numpy as np
 from memtui.analysis import bursts as bu
 from memtui.analysis import evidence as ev
 from memtui.analysis.callsites import CallSites
-from memtui.analysis.live import LifeSpans, allocated_curve, life_spans
-from memtui.analysis.steps import step_boundaries
+from memtui.analysis.live import LifeSpans, allocated_curve
+from memtui.analysis.trace_evidence import trace_evidence
 from memtui.model import DeviceModel, Snapshot
-from memtui.model import actions as act
 from memtui.units import format_bytes, plural
 
 MIN_BURST = bu.MIN_BURST
@@ -108,7 +110,10 @@ class CycleReport:
         return (burst.time_us - self.trace_start_us) / 1e6
 
     @property
-    def suspected(self) -> bool:
+    def suspected(self) -> bool | None:
+        """True for cycles found, False for none, None when the file cannot tell."""
+        if self.verdict == CANNOT_TELL:
+            return None
         return self.verdict == CYCLES and self.confidence in ("high", "medium")
 
     @property
@@ -129,25 +134,27 @@ class CycleReport:
 
 
 def find_cycles(snapshot: Snapshot, dev: DeviceModel, depth: int = 1) -> CycleReport:
+    seen = trace_evidence(snapshot, dev, depth)
     trace = dev.trace
     n = len(trace)
-    sites = CallSites(snapshot.stacks, depth)
-    spans = life_spans(dev)
+    sites, spans, life_site, steps = seen.sites, seen.spans, seen.life_site, seen.steps
     n_lives = len(dev.lives)  # the spans past these are untraced blocks, never freed
     start, stop = spans.start[:n_lives], spans.stop[:n_lives]
-    life_site = sites.of_stacks(spans.stack[:n_lives]).astype(np.int64)
-    steps = step_boundaries(snapshot, dev)
     report = CycleReport(dev.device, "steps" if steps is not None else "executions")
     times = trace.time_us[np.isfinite(trace.time_us)]
     report.trace_start_us = float(times.min()) if len(times) else float("nan")
-    releases = ev.FreeStacks(snapshot.stacks)
-    report.stacks = _stacks_recorded(dev, releases)
+    report.stacks = seen.stacks
+    if not seen.traced:
+        report.verdict, report.confidence = CANNOT_TELL, "low"
+        report.evidence.append(ev.Evidence(seen.no_trace_reason or "", CANNOT_TELL))
+        report.alternatives.append({"verdict": "reference cycles", "why": "not excluded: nothing recorded tells"})
+        report.alternatives.append({"verdict": NO_CYCLES, "why": "not excluded: nothing recorded tells"})
+        return report
     if n == 0 or n_lives == 0:
         _no_bursts(report, [])
         return report
 
-    rounds_of = _rounds(trace.action, trace.action == act.ALLOC, life_site, start, steps)
-    found = bu.find_bursts(snapshot, dev, spans, life_site, rounds_of, releases, steps is not None)
+    found = seen.bursts
     curve = allocated_curve(dev, spans)
     size = spans.size[:n_lives]
     cycle_groups: list[tuple[int, bu.SiteGroup]] = []
@@ -179,15 +186,6 @@ def find_cycles(snapshot: Snapshot, dev: DeviceModel, depth: int = 1) -> CycleRe
     peak = int(curve.max()) if len(curve) else 0
     _decide(report, found, cycle_groups, _oom_piles(dev, spans, life_site, sites, found), peak)
     return report
-
-
-def _stacks_recorded(dev: DeviceModel, releases: ev.FreeStacks) -> str:
-    """``all`` when the trace's stacks have C++ frames, ``python`` when they have only
-    Python ones, ``none`` when nothing has a stack."""
-    stacks = np.unique(dev.trace.stack[dev.trace.stack >= 0])
-    if not len(stacks):
-        return "none"
-    return "all" if releases.has_native(stacks).any() else "python"
 
 
 def _weakest(confidences) -> str:
@@ -328,25 +326,6 @@ def _oom_piles(dev: DeviceModel, spans: LifeSpans, life_site: np.ndarray, sites:
         out.append({"index": int(i), "site": sites.label(s), "lives": len(mine), "bytes": int(per_stack[k]),
                     "freed_by": freed_by})
     return out
-
-
-def _rounds(action: np.ndarray, is_alloc: np.ndarray, life_site: np.ndarray, start: np.ndarray,
-            steps: tuple[str, np.ndarray] | None) -> np.ndarray:
-    """For every event, the round an allocation made there belongs to: its step when
-    annotations mark steps, else its run of allocations from one site (reported, never
-    used as evidence: a loop that allocates only at one line is a single run)."""
-    n = len(action)
-    if steps is not None:
-        return np.searchsorted(steps[1], np.arange(n), "left")
-    site_at = np.full(n, -1, np.int64)
-    traced = start >= 0
-    site_at[start[traced]] = life_site[traced]
-    alloc_sites = site_at[is_alloc]
-    new_run = np.ones(len(alloc_sites), bool)
-    new_run[1:] = alloc_sites[1:] != alloc_sites[:-1]
-    run = np.full(n, -1, np.int64)
-    run[is_alloc] = np.cumsum(new_run) - 1
-    return run
 
 
 def _order(alloc_at: np.ndarray, freed_at: np.ndarray) -> str:

@@ -32,10 +32,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from memtui.analysis import bursts as bu
 from memtui.analysis import evidence as ev
 from memtui.analysis.callsites import CallSites, group_by_site
 from memtui.analysis.live import LifeSpans, life_spans
 from memtui.analysis.steps import StepPoints, iteration_marks, step_points
+from memtui.analysis.trace_evidence import NO_TRACE, TraceEvidence, has_trace, trace_evidence
 from memtui.model import DeviceModel, Snapshot
 from memtui.model.segments import ALLOCATED
 from memtui.model.stackless import stackless_context
@@ -46,7 +48,7 @@ RISING_SHARE = 0.5
 MAX_FLOOR_POINTS = 4096  # samples for the floor (iterations beyond are thinned evenly)
 MIN_TEETH = 2  # falls to half or less that make a sawtooth
 PARTS = 10  # a run is cut into this many parts to count where its floor rose
-LEAK, PLATEAU, SAWTOOTH, STEADY, RISING = "leak", "plateau", "sawtooth", "steady", "rising"
+LEAK, PLATEAU, SAWTOOTH, STEADY, RISING, RELEASED = "leak", "plateau", "sawtooth", "steady", "rising", "released"
 NO_LEAK, CANNOT_TELL = "no leak", "cannot tell"
 
 
@@ -155,6 +157,12 @@ def find_leaks(snapshot: Snapshot, dev: DeviceModel, depth: int = 1, max_points:
             if not teeth[site] and _rose_in_last_part(fine_bytes[site]):
                 kinds[site] = KINDS.index(RISING)
     released = _released_after(spans, site_of_life, last, n_sites)
+    candidates = np.flatnonzero(kinds == LEAK_CODE)
+    # The bursts' causes matter only to a site that would be called a leak.
+    let_go = _let_go_by_bursts(trace_evidence(snapshot, dev), spans, site_of_life, last, candidates) \
+        if len(candidates) else {}
+    for site in let_go:
+        kinds[site] = KINDS.index(RELEASED)
     growing = kinds == LEAK_CODE
 
     # Growing sites first (by growth), then the rest by what they hold at the end.
@@ -171,8 +179,39 @@ def find_leaks(snapshot: Snapshot, dev: DeviceModel, depth: int = 1, max_points:
             growing=bool(growing[site]), units=_units(points, fine, marks), kind=KINDS[int(kinds[site])],
             floor_growth=int(floor_growth[site]), rises=int(rises[site]), intervals=max(len(fine) - 1, 0),
             teeth=int(teeth[site]), released_at_end=int(released[site])))
+    if not has_trace(dev):
+        report.verdict, report.confidence = CANNOT_TELL, "low"
+        report.evidence.append(ev.Evidence(NO_TRACE, CANNOT_TELL))
+        report.alternatives.append({"verdict": LEAK, "why": "not excluded: nothing recorded tells"})
+        return report
     _decide(report, labels, kinds, floor_growth, rises, teeth, released, len(fine), marks)
+    for site, (cause, held) in let_go.items():
+        report.evidence.append(ev.Evidence(
+            f"{labels[site]} kept more all through the run, but {format_bytes(held)} of what it held at the last"
+            f" sample was then freed by {bu.CAUSE_WORDS[cause]} (as `memtui cycles` and `memtui oom` show): held"
+            " by that, not kept by the program", RELEASED))
     return report
+
+
+def _let_go_by_bursts(seen: TraceEvidence, spans: LifeSpans, site_of_life: np.ndarray, last: int,
+                      candidates: np.ndarray) -> dict[int, tuple[str, int]]:
+    """Candidate leak sites at least half of whose memory held at the last sample was freed
+    in a burst of an exception's traceback or of the collector: (cause, bytes) per site."""
+    out: dict[int, tuple[str, int]] = {}
+    if last < 0 or not len(candidates) or not seen.bursts:
+        return out
+    n_lives = len(seen.freed_by)
+    alive = np.flatnonzero((spans.start[:n_lives] >= 0) & (spans.start[:n_lives] <= last)
+                           & (spans.stop[:n_lives] > last))
+    for site in candidates.tolist():
+        mine = alive[site_of_life[alive] == site]
+        held = int(spans.size[mine].sum())
+        for cause in _RELEASING_CAUSES:
+            freed = int(spans.size[mine[seen.freed_by_cause(mine, cause)]].sum())
+            if held and freed * 2 >= held:
+                out[site] = (cause, freed)
+                break
+    return out
 
 
 def sample_by_site(spans: LifeSpans, site_of_life: np.ndarray, points: np.ndarray,
@@ -198,7 +237,9 @@ def sample_by_site(spans: LifeSpans, site_of_life: np.ndarray, points: np.ndarra
     return accumulate(size), accumulate(None)
 
 
-KINDS = (STEADY, LEAK, PLATEAU, SAWTOOTH, RISING)
+KINDS = (STEADY, LEAK, PLATEAU, SAWTOOTH, RISING, RELEASED)
+# Bursts whose cause says what held the memory: not the program keeping it on purpose.
+_RELEASING_CAUSES = (bu.EXCEPTION, bu.CYCLE)
 LEAK_CODE = KINDS.index(LEAK)
 
 
@@ -373,7 +414,7 @@ def _decide(report: LeakReport, labels: list[str], kinds: np.ndarray, floor_grow
             rises: np.ndarray, teeth: np.ndarray, released: np.ndarray, samples: int, marks) -> None:
     f, e, alt = format_bytes, report.evidence, report.alternatives
     how = ({"annotation": f"{samples} step annotations ('{marks[1]}')" if marks else "",
-            "iterations": f"{samples} executions of the most repeated allocation ({marks[1]})" if marks else ""}
+            "iterations": f"{samples} returns to the loop's statement ({marks[1]})" if marks else ""}
            .get(marks[0], "") if marks else f"{samples} time windows (no steps or repeated line to sample by)")
     leaks = np.flatnonzero(kinds == LEAK_CODE)
     if samples < 4:

@@ -215,7 +215,10 @@ def reference_cycles(store: SnapshotStore, path: str, device: int | None = None,
     omitted: dict = {}
     for key in ("sites", "bursts", "ooms_while_accumulating"):
         cut(data, key, limit, omitted)
-    if not report.suspected:
+    if report.suspected is None:
+        lines = [f"device {report.device}: cannot tell whether reference cycles held memory: "
+                 + (report.evidence[0].text if report.evidence else "nothing recorded tells")]
+    elif not report.suspected:
         lines = [f"device {report.device}: no reference-cycle sawtooth (no burst of frees of memory made over"
                  " many iterations)"]
     else:

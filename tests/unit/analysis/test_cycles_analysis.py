@@ -43,4 +43,4 @@ def test_quiet_on_plain_runs(name):
     snap = shared(name)
     for dev in snap.devices:
         j = find_cycles(snap, dev).to_json()
-        assert j == {**j, "cycles_suspected": False, "sites": [], "bursts": []}
+        assert j["cycles_suspected"] is not True and j == {**j, "sites": [], "bursts": []}

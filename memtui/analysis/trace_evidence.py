@@ -1,0 +1,115 @@
+"""What a device's trace can tell, read once for every analysis that gives a verdict.
+
+``oom``, ``leaks``, ``cycles`` and ``breakdown`` answer different questions about the same
+events. Where their answers touch (a burst of frees after an OOM that one calls an
+exception's traceback let go and another would count as memory held to the end; the
+steps one samples by and another cuts at), they must rest on the same reading, or the
+same file gets two stories. This module is that reading:
+
+* whether there is a trace at all: a dump taken without recording history, or with
+  ``context="state"``, holds the blocks live at the dump and no events, so nothing about
+  time (growth, bursts, what came before an OOM) can be told, and every verdict about
+  time says ``cannot tell`` with this reason;
+* what the stacks carry (``all``: C++ frames too, ``python``, ``none``);
+* the steps (:mod:`memtui.analysis.steps`);
+* the bursts of frees and the cause of each (:mod:`memtui.analysis.bursts`), and for every
+  life the cause of the burst that freed it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from memtui.analysis import bursts as bu
+from memtui.analysis import evidence as ev
+from memtui.analysis.callsites import CallSites
+from memtui.analysis.live import LifeSpans, life_spans
+from memtui.analysis.steps import step_boundaries
+from memtui.model import DeviceModel, Snapshot
+from memtui.model import actions as act
+
+NO_TRACE = ("the file has no trace of allocations and frees (dumped without recording history, or with"
+            " context='state'): it holds what was live at the dump, and nothing about time can be told")
+CAUSES = tuple(bu.CAUSE_WORDS)
+
+
+@dataclass
+class TraceEvidence:
+    device: int
+    traced: bool  # the trace holds allocations or frees
+    stacks: str  # "all", "python" or "none"
+    steps: tuple[str, np.ndarray] | None  # step annotations: name and the event of each
+    spans: LifeSpans
+    life_site: np.ndarray  # call site of every traced life (CallSites at depth 1 unless asked)
+    sites: CallSites
+    releases: ev.FreeStacks
+    bursts: list[bu.FreeBurst]
+    freed_by: np.ndarray  # per traced life: index into CAUSES of the burst group that freed it, -1 none
+
+    @property
+    def no_trace_reason(self) -> str | None:
+        return None if self.traced else NO_TRACE
+
+    def freed_by_cause(self, lives: np.ndarray, cause: str) -> np.ndarray:
+        """Mask over ``lives`` (indices into the spans): freed in a burst of that cause."""
+        lives = np.asarray(lives, np.int64)
+        inside = lives < len(self.freed_by)
+        out = np.zeros(len(lives), bool)
+        out[inside] = self.freed_by[lives[inside]] == CAUSES.index(cause)
+        return out
+
+
+def trace_evidence(snapshot: Snapshot, dev: DeviceModel, depth: int = 1) -> TraceEvidence:
+    trace = dev.trace
+    sites = CallSites(snapshot.stacks, depth)
+    spans = life_spans(dev)
+    n_lives = len(dev.lives)
+    life_site = sites.of_stacks(spans.stack[:n_lives]).astype(np.int64)
+    steps = step_boundaries(snapshot, dev)
+    releases = ev.FreeStacks(snapshot.stacks)
+    traced = has_trace(dev)
+    found: list[bu.FreeBurst] = []
+    if traced and n_lives:
+        rounds_of = rounds(trace.action, trace.action == act.ALLOC, life_site, spans.start[:n_lives], steps)
+        found = bu.find_bursts(snapshot, dev, spans, life_site, rounds_of, releases, steps is not None)
+    freed_by = np.full(n_lives, -1, np.int64)
+    for b in found:
+        for g in b.groups:
+            freed_by[g.lives] = CAUSES.index(g.cause)
+    return TraceEvidence(dev.device, traced, stacks_recorded(dev, releases), steps, spans, life_site, sites,
+                         releases, found, freed_by)
+
+
+def has_trace(dev: DeviceModel) -> bool:
+    """Whether the device's trace holds allocations or frees (not only the dump's entry)."""
+    return bool(len(dev.trace)) and bool(np.isin(dev.trace.action, act.BLOCK_ACTIONS).any())
+
+
+def stacks_recorded(dev: DeviceModel, releases: ev.FreeStacks) -> str:
+    """``all`` when the trace's stacks have C++ frames, ``python`` when they have only
+    Python ones, ``none`` when nothing has a stack."""
+    stacks = np.unique(dev.trace.stack[dev.trace.stack >= 0])
+    if not len(stacks):
+        return "none"
+    return "all" if releases.has_native(stacks).any() else "python"
+
+
+def rounds(action: np.ndarray, is_alloc: np.ndarray, life_site: np.ndarray, start: np.ndarray,
+           steps: tuple[str, np.ndarray] | None) -> np.ndarray:
+    """For every event, the round an allocation made there belongs to: its step when
+    annotations mark steps, else its run of allocations from one site (reported, never
+    used as evidence: a loop that allocates only at one line is a single run)."""
+    n = len(action)
+    if steps is not None:
+        return np.searchsorted(steps[1], np.arange(n), "left")
+    site_at = np.full(n, -1, np.int64)
+    traced = start >= 0
+    site_at[start[traced]] = life_site[traced]
+    alloc_sites = site_at[is_alloc]
+    new_run = np.ones(len(alloc_sites), bool)
+    new_run[1:] = alloc_sites[1:] != alloc_sites[:-1]
+    run = np.full(n, -1, np.int64)
+    run[is_alloc] = np.cumsum(new_run) - 1
+    return run
