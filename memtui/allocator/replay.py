@@ -88,7 +88,8 @@ class Outcome:
 
 def replay(requests: Requests, settings: AllocatorSettings, *, limit: int | None = None, per_process: bool = False,
            use_hints: bool = False, until_event: int | None = None, series: bool = False,
-           keep_state: bool = False, device_total: int | None = None, hints_per_process: bool = False) -> Outcome:
+           keep_state: bool = False, device_total: int | None = None, hints_per_process: bool = False,
+           native: bool | None = None) -> Outcome:
     """Run the requests through the allocator under ``settings``.
 
     ``limit``: bytes the process may reserve (None: no limit); ``per_process``: the limit is a
@@ -96,7 +97,16 @@ def replay(requests: Requests, settings: AllocatorSettings, *, limit: int | None
     the recording's did (the fidelity check). The replay stops at the first request the
     recording served and this allocator cannot: the program would have raised there.
     ``until_event``: stop after the requests of that trace event (to show the state there).
+    ``native``: run the compiled loop when memtui has it (None: when available); the
+    Python loop is the reference and the only one that can ``keep_state``.
     """
+    from memtui.allocator import native_replay
+
+    if native is not False and not keep_state and native_replay.can_replay(requests):
+        va_size = Simulator(settings, AddressSpace([], 0), device_total=device_total).va_size
+        return native_replay.replay_native(
+            requests, settings, limit=limit, per_process=per_process, use_hints=use_hints, until_event=until_event,
+            series=series, va_size=va_size, hints_per_process=hints_per_process, outcome_type=Outcome)
     addresses = AddressSpace(requests.recorded_segments, requests.lowest_address)
     sim = Simulator(settings, addresses, limit=limit, per_process=per_process, device_total=device_total,
                     hints_per_process=hints_per_process)
@@ -137,6 +147,8 @@ def replay(requests: Requests, settings: AllocatorSettings, *, limit: int | None
                     out.oom_event, out.oom_size = event, size_col[k]
                 out.stopped_at = event
                 _flush(events, emitted, out, event)
+                if series:
+                    s_reserved[k], s_allocated[k] = sim.reserved, sim.allocated
                 break
             else:
                 slots[slot_col[k]] = block

@@ -82,7 +82,7 @@ class Simulator:
         self.pending: dict[int, Block] = {}  # id -> block freed with uses on other streams
         self.segments: dict[int, Block] = {}  # address -> first block of each cudaMalloc segment
         self.expandable: list[tuple[ExpandableSegment, BlockPool, int]] = []
-        self.freeable_private: set[tuple] = set()
+        self.freeable_private: list[tuple] = []  # in the order empty_cache first freed them
         self.events: list[tuple[int, int, int]] = []
         self.reserved = 0
         self.allocated = 0
@@ -323,14 +323,14 @@ class Simulator:
         for key in ((None, False), (None, True)):
             if key in self.pools:
                 self._release_pool(self.pools[key])
-        for private in sorted(self.freeable_private, key=repr):
+        for private in self.freeable_private:
             for small in (True, False):
                 if (private, small) in self.pools:
                     self._release_pool(self.pools[(private, small)])
 
     def empty_cache(self, freeable: tuple = ()) -> None:
         """torch.cuda.empty_cache(); ``freeable``: private pools no graph uses any more."""
-        self.freeable_private.update(freeable)
+        self.freeable_private += [p for p in freeable if p not in self.freeable_private]
         self.release_cached()
 
     def _release_pool(self, pool: BlockPool) -> None:
@@ -345,7 +345,7 @@ class Simulator:
                 self._release_segment(block)
         for block in to_unmap:
             self._unmap(block)
-            if block.prev is None and block.next is None:
+            if block.prev is None and block.next is None and not block.mapped:
                 pool.erase_unmapped(block)
                 self.expandable = [e for e in self.expandable if e[0] is not block.segment]
 

@@ -142,37 +142,45 @@ def what_if(snapshot: Snapshot, device: int, confs: list[str] | None = None, cap
     recorded_peak = recorded_reserved_peak(dev, requests)
     ooms = dev.oom_indices()
     result = WhatIf(device, recorded_conf, recorded_peak, int(ooms[0]) if len(ooms) else None, limit, fidelity)
-    jobs = [(requests, text, settings, limit, settings == recorded, min_cap) for text, settings in parsed]
-    result.scenarios = _run_all(jobs, progress, workers)
+    jobs = [(text, settings, limit, settings == recorded, min_cap) for text, settings in parsed]
+    result.scenarios = _run_all(requests, jobs, progress, workers)
     result.scenarios.sort(key=_rank)
     result.advice = advice(result)
     return result
 
 
-def _run_all(jobs: list, progress: ProgressFn | None, workers: int | None) -> list[Scenario]:
+# Several settings run in worker processes, each handed the requests once.
+PARALLEL_FROM = 200_000  # requests; below this a worker costs more than it saves
+_worker_requests: Requests | None = None
+
+
+def _run_all(requests: Requests, jobs: list, progress: ProgressFn | None, workers: int | None) -> list[Scenario]:
     total = len(jobs)
     if progress:
         progress("what-if", 0, total)
     workers = workers if workers is not None else min(total, os.cpu_count() or 1)
-    size = len(jobs[0][0]) if jobs else 0
     out: list[Scenario] = []
-    if workers > 1 and total > 1 and size > 200_000:
-        with ProcessPoolExecutor(workers) as pool:
+    if workers > 1 and total > 1 and len(requests) >= PARALLEL_FROM:
+        with ProcessPoolExecutor(workers, initializer=_take_requests, initargs=(requests,)) as pool:
             for done, scenario in enumerate(pool.map(_scenario_job, jobs), 1):
                 out.append(scenario)
                 if progress:
                     progress("what-if", done, total)
         return out
     for done, job in enumerate(jobs, 1):
-        out.append(_scenario_job(job))
+        out.append(run_scenario(requests, *job))
         if progress:
             progress("what-if", done, total)
     return out
 
 
+def _take_requests(requests: Requests) -> None:
+    global _worker_requests
+    _worker_requests = requests
+
+
 def _scenario_job(job: tuple) -> Scenario:
-    requests, text, settings, limit, is_recorded, min_cap = job
-    return run_scenario(requests, text, settings, limit, is_recorded, min_cap)
+    return run_scenario(_worker_requests, *job)
 
 
 def run_scenario(requests: Requests, text: str, settings: AllocatorSettings, limit: Limit, is_recorded: bool,
@@ -315,7 +323,10 @@ def advice(w: WhatIf) -> str:
         return ""
     best = w.scenarios[0]
     base = next((s for s in w.scenarios if s.recorded), None)
-    unsure = "" if w.fidelity.exact else " (not certain: the replay does not reproduce the recording exactly)"
+    if not w.fidelity.checked:
+        unsure = " (the trace has no segment events to check the model against)"
+    else:
+        unsure = "" if w.fidelity.exact else " (not certain: the replay does not reproduce the recording exactly)"
     if base is None or best is base or (_rank(best)[:4] == _rank(base)[:4]):
         return (f"no setting tried does better than the recorded one ({w.recorded_settings or 'default'}):"
                 f" reserved peak {format_size(base.reserved_peak if base else best.reserved_peak)}{unsure}")

@@ -73,6 +73,9 @@ static PyMethodDef module_methods[] = {
     {"lifetimes", native_lifetimes, METH_VARARGS,
      "lifetimes(action, addr, size, start_codes, request_codes, end_codes) -> the arrays of "
      "memtui.model.lifetimes.compute_lifetimes, as buffers"},
+    {"allocator_replay", native_allocator_replay, METH_VARARGS,
+     "allocator_replay(requests, params, gc, recorded, initial, freeable) -> the replay of "
+     "memtui.allocator.replay, packed (memtui/allocator/native_replay.py)"},
     {NULL},
 };
 

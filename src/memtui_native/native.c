@@ -5,4 +5,5 @@
 #include "entry.c"
 #include "parallel.c"
 #include "lifetimes.c"
+#include "allocator.c"
 #include "module.c"
