@@ -36,14 +36,30 @@ def shared_files(pattern: str = "*.pickle*") -> list[Path]:
     return sorted(p for p in SHARED.glob(pattern) if not p.name.endswith(".json"))
 
 
+# Truth sets with files of their own tests (many files, some of 80,000 events): every test that
+# runs over all samples would otherwise run over them too.
+_OWN_TESTS = {"scenarios", "whatif", "heldout"}
+
+
 def sample_files() -> list[Path]:
-    """The bundled real snapshots, without the scenario matrix (see scenario_files)."""
-    return sorted(p for p in SAMPLES.rglob("*.pickle*") if "scenarios" not in p.parts)
+    """The bundled real snapshots, without the truth sets (see scenario_files, whatif_files,
+    heldout_files)."""
+    return sorted(p for p in SAMPLES.rglob("*.pickle*") if not _OWN_TESTS & set(p.parts))
 
 
 def scenario_files() -> list[Path]:
     """The recorded scenarios with a known cause (sample_snapshots/scenarios, each with its truth)."""
     return sorted((SAMPLES / "scenarios").glob("*.pickle*"))
+
+
+def whatif_files() -> list[Path]:
+    """Recordings re-run under other allocator settings (sample_snapshots/whatif, each with its truth)."""
+    return sorted((SAMPLES / "whatif").glob("*.pickle*"))
+
+
+def heldout_files() -> list[Path]:
+    """Recordings from programs written apart from the analyses (sample_snapshots/heldout)."""
+    return sorted((SAMPLES / "heldout").glob("*.pickle*"))
 
 
 def truth_for(path: Path) -> dict:

@@ -579,9 +579,11 @@ class Trial:
             torch._C._cuda_attach_out_of_memory_observer(self._observe)
         self.hook = None
 
-    def _observe(self, device, alloc, device_allocated, device_free) -> None:
+    def _observe(self, device, segment_size, limit, device_free) -> None:
+        # torch passes the size of the segment it tried to create (the request rounded up to a
+        # segment: 2 MiB, 20 MiB or a 2 MiB multiple) and the limit (the cap, or the device's memory).
         torch = self.torch
-        self.ooms.append({"requested": int(alloc), "device_allocated": int(device_allocated),
+        self.ooms.append({"segment_size": int(segment_size), "limit": int(limit),
                           "device_free": int(device_free),
                           "served_before": int(torch.cuda.memory_stats().get("allocation.all.allocated", 0)),
                           "reserved_at_oom": int(torch.cuda.memory_reserved()),
@@ -762,6 +764,9 @@ def record(name: str, cap: int | None, snap_path: str, path: str, stacks: str, c
         for e in trace:
             out["trace_actions"][e["action"]] = out["trace_actions"].get(e["action"], 0) + 1
         out["segments_at_dump"] = len(snap["segments"])
+        ooms = [e for e in trace if e["action"] == "oom"]
+        if ooms:
+            out["oom_request_size"] = ooms[-1]["size"]
         out["ring_buffer_wrapped"] = len(trace) >= MAX_ENTRIES
     except Exception:  # noqa: BLE001
         out["failure"] = traceback.format_exc()[-3000:]
@@ -959,6 +964,7 @@ def assemble(out: str, name: str) -> None:
                  "num_ooms": st.get("num_ooms"), "failed_attempts": r["failed_attempts"], "failure": r.get("failure")}
         if key == "oom_recording":
             entry.update(cap_bytes=r.get("cap_bytes"), fraction=r.get("fraction"), oom=run.get("oom"),
+                         request_size=r.get("oom_request_size"),
                          first_oom=run.get("first_oom"),
                          dumped_by="out-of-memory observer at the OOM that ended the run")
         truth[key] = entry
