@@ -63,6 +63,7 @@ COMMON_DEVICE_TOTALS_GIB = (7.79, 10.75, 11.75, 14.75, 15.77, 22.06, 23.69, 31.7
                             79.11, 79.15, 93.09, 94.5, 139.8, 178.35, 191.98)
 
 VERDICTS = ("fragmentation", "capacity", "process_cap", "external")
+EXPANDABLE_PAGE = 2 * 1024 * 1024  # expandable segments map physical memory in pages of this size (large pool)
 GROWTH = 2  # a request this many times its stack's median earlier request grew (a growing batch)
 WORTH_COUNTING = 0.1  # free memory below this share of the request is not worth a line of evidence
 
@@ -149,7 +150,9 @@ class OomDiagnosis:
             "pinned": self.pinned,
             "private_pool_reserved": self.private_pool_reserved,
             "request_history": self.request_history,
-            "device_total": self.device_total,
+            # The snapshot does not record the device's size: an estimate is only a lower bound.
+            "device_total": None if self.device_total_estimated else self.device_total,
+            "device_total_at_least": self.device_total,
             "device_total_estimated": self.device_total_estimated,
             "non_pytorch": self.non_pytorch,
             "fits_with_expandable_segments": self.fits_with_expandable,
@@ -256,14 +259,24 @@ def _verdict(d: OomDiagnosis, headroom: int) -> None:
                          f" {f(largest)}", "fragmentation" if usable + headroom >= r else "capacity", d.index))
     holes = usable * 2 >= r and largest * 2 < usable
     external = (d.non_pytorch is not None and d.non_pytorch - CONTEXT_ALLOWANCE >= r - usable - headroom > 0)
-    if usable + headroom >= r and largest < r:
+    # With expandable segments the allocator maps and unmaps whole pages: free memory that
+    # covers the request by less than a page (or 1%) was not enough once rounded.
+    slack = usable + headroom - r
+    near_cap = d.expandable_already and 0 <= slack < max(r // 100, EXPANDABLE_PAGE)
+    if near_cap and largest < r:
+        d.verdict, d.confidence = "capacity", "medium"
+        e.append(ev.Evidence(f"expandable segments were on, and free memory plus what could still be had"
+                             f" ({f(usable + headroom)}) covers the {f(r)} request by only {f(slack)}, less than a"
+                             f" {f(EXPANDABLE_PAGE)} page or 1%: rounded to the pages it maps, the request did not fit;"
+                             " what is live must shrink", "capacity", d.index))
+    elif usable + headroom >= r and largest < r:
         d.verdict, d.confidence = "fragmentation", "high"
         e.append(ev.Evidence(f"free memory ({f(usable)}) plus what could still be had ({f(headroom)}) covers the"
                              " request, but no free block does", "fragmentation", d.index))
     elif external:
         d.verdict, d.confidence = "external", "high" if not d.device_total_estimated else "medium"
-        size = (f"at least {f(d.non_pytorch)} of the device (its size is not recorded: estimated as the smallest"
-                f" common GPU above what is seen, {f(d.device_total)})" if d.device_total_estimated
+        size = (f"at least {f(d.non_pytorch)} of the device (its size is not recorded; it has at least"
+                f" {f(d.device_total)}, the smallest common GPU above what is seen)" if d.device_total_estimated
                 else f"{f(d.non_pytorch)} of the {f(d.device_total)} device")
         e.append(ev.Evidence(f"{size} is used outside this allocator while it reserved only {f(d.reserved)}: another"
                              " process, NCCL, cuBLAS workspaces or a large CUDA context; without it the request"

@@ -97,9 +97,12 @@ def explain(d: OomDiagnosis) -> list[str]:
     if d.device_total is not None and not d.process_limit and d.verdict != "external":
         # The snapshot does not record the device's size; say how the figure was made and
         # where to give the real one (the explorer has no such option: the CLI does).
-        estimate = (" (estimated: the snapshot does not record it; the smallest common GPU size above"
-                    " reserved + device free)") if d.device_total_estimated else ""
-        out.append(f"Device total {f(d.device_total)}{estimate}: {f(d.non_pytorch or 0)} in use outside PyTorch.")
+        if d.device_total_estimated:
+            out.append(f"Device total: not recorded in the snapshot; at least {f(d.device_total)} (estimated: the"
+                       f" smallest common GPU size above reserved + device free), so at least"
+                       f" {f(d.non_pytorch or 0)} in use outside PyTorch.")
+        else:
+            out.append(f"Device total {f(d.device_total)}: {f(d.non_pytorch or 0)} in use outside PyTorch.")
         if d.device_total_estimated:
             out.append("For the real total: memtui oom SNAPSHOT --device-memory SIZE (e.g. 80GiB).")
     return out
