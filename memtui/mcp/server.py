@@ -151,6 +151,22 @@ def build_server(store: SnapshotStore) -> MCPServer:
         return await run(ctx, tools.explain_oom, path, device, device_memory, depth, top, limit)
 
     @tool
+    async def what_if(path: Path, ctx: Context,
+                      conf: Annotated[list[str] | None, Field(description=(
+                          "PYTORCH_CUDA_ALLOC_CONF values to try, each whole ('' or 'default': torch's defaults;"
+                          " e.g. 'expandable_segments:True'); default: a set of useful candidates"))] = None,
+                      cap: Annotated[int | str | None, Field(description=(
+                          "the memory limit as a per-process cap, bytes or '40GiB' (default: what the recorded"
+                          " OOM implies, else none)"))] = None,
+                      device: Device = None) -> CallToolResult:
+        """What if the allocator had been set differently: the recording's requests replayed through a model of
+        PyTorch's caching allocator under each setting. Per setting: the reserved peak, whether and where it runs
+        out under the limit, whether it serves the request the recording ran out on, the smallest memory it fits
+        in. 'fidelity' says whether the model reproduces the recording's own segment events (when it does not,
+        the predictions are not certain)."""
+        return await run(ctx, tools.what_if, path, conf, cap, device)
+
+    @tool
     async def leaks(path: Path, ctx: Context, device: Device = None, depth: Depth = 1,
                     top: Annotated[int, Field(ge=0, le=tools.MAX_LIMIT, description=(
                         "call sites to list besides the growing ones"))] = 20,

@@ -20,6 +20,7 @@ from memtui.analysis.cycles import find_cycles
 from memtui.analysis.diff import diff_views
 from memtui.analysis.leaks import find_leaks
 from memtui.analysis.oom import diagnose_ooms
+from memtui.analysis.whatif import what_if as replay_settings
 from memtui.cache.summaries import default_summary_cache
 from memtui.commands._ranks_overview import shortened
 from memtui.commands._report import signed_bytes
@@ -179,6 +180,34 @@ def explain_oom(store: SnapshotStore, path: str, device: int | None = None, devi
         data["more"] = f"{len(found) - limit} more OOMs: call again with a larger limit (at most {MAX_LIMIT})"
         lines.append(data["more"])
     return Answer("\n".join(lines), data)
+
+
+def what_if(store: SnapshotStore, path: str, conf: list[str] | None = None, cap: int | str | None = None,
+            device: int | None = None, progress: Progress = None) -> Answer:
+    """``memtui whatif --json``: the recording replayed under other allocator settings."""
+    if conf is not None and (not isinstance(conf, list) or not all(isinstance(c, str) for c in conf)):
+        raise UsageError("conf: a list of PYTORCH_CUDA_ALLOC_CONF values")
+    if conf is not None and len(conf) > 20:
+        raise UsageError("conf: at most 20 settings at once")
+    limit = valid_size(cap)
+    snapshot = store.open(path, progress)
+    device = snapshot.device_or_default(device)
+    result = replay_settings(snapshot, device, conf or None, limit, progress)
+    data = result.to_json()
+    fid = result.fidelity
+    lines = [result.advice]
+    if not fid.checked:
+        lines.append("fidelity: not checked (no segment events in the trace): the figures are the model's alone")
+    elif fid.exact:
+        lines.append(f"fidelity: exact ({fid.segment_events:,} segment events reproduced)")
+    else:
+        lines.append(f"fidelity: NOT exact ({fid.matched:,} of {fid.segment_events:,}); first difference:"
+                     f" {fid.first_difference}; the predictions are not certain")
+    for s in result.scenarios:
+        runs_out = f"runs out at event {s.oom_event:,}" if s.oom_event is not None else "does not run out"
+        fits = f", fits in {format_bytes(s.min_cap_bytes)}" if s.min_cap_bytes is not None else ""
+        lines.append(f"{s.settings or 'default'}: reserved peak {format_bytes(s.reserved_peak)}, {runs_out}{fits}")
+    return bounded(lines, data, {}, "")
 
 
 def leaks(store: SnapshotStore, path: str, device: int | None = None, depth: int = 1, top: int = 20,

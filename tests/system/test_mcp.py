@@ -28,7 +28,7 @@ from tests.conftest import ROOT, SAMPLES, SHARED
 mcp = pytest.importorskip("mcp")
 
 TOOLS = {"snapshot_info", "top_allocations", "events", "allocation_stack", "explain_oom", "leaks",
-         "reference_cycles", "diff_snapshots", "compare_ranks"}
+         "reference_cycles", "diff_snapshots", "compare_ranks", "what_if"}
 HAS_BREAKDOWN = (ROOT / "memtui" / "commands" / "breakdown.py").exists()
 if HAS_BREAKDOWN:
     TOOLS.add("memory_breakdown")
@@ -217,6 +217,16 @@ def test_explain_oom_is_oom_json(client, capsys):
     cli = cli_json(["oom", OOM], capsys)
     assert data["ooms"] == cli["ooms"] and data["device"] == cli["device"] and data["total"] == 1
     assert "verdict: process_cap" in result.content[0].text  # the batch doubled under a 2 GiB cap
+
+
+def test_what_if_is_whatif_json(client, capsys):
+    args = {"path": OOM, "conf": ["expandable_segments:True", ""]}
+    result = client.call("what_if", args)
+    data = data_of(result)
+    assert without(data, "truncated") == cli_json(["whatif", OOM, "--conf", "expandable_segments:True", "--conf", ""],
+                                                  capsys)
+    assert data["fidelity"]["exact"] and {s["settings"] for s in data["scenarios"]} == {"expandable_segments:True", ""}
+    assert result.content[0].text.splitlines()[0] == data["advice"]
 
 
 def test_leaks_finds_the_leaking_line(client, capsys):
