@@ -25,7 +25,7 @@ def describe(group: list[JobInfo]) -> str:
     ranks = f"{len(group)} ranks" if len(group) > 1 else (f"rank {first.rank}" if first.rank is not None else "")
     devices = sorted({d for j in group for d in j.devices})
     command = " ".join(first.argv)[:60] if first.argv else "?"
-    pids = ",".join(str(j.pid) for j in group)
+    pids = ",".join(str(pid) for pid in sorted({j.pid for j in group}))
     return (f"pid {pids}  {ranks:<8} device {','.join(map(str, devices)) or '?'}  "
             f"running {duration(first.running_for()):>7}  {command}")
 

@@ -311,7 +311,9 @@ class LiveScreen(Screen):
         if message.path is None:
             self.status.say(message.error, warning=True)
             return
-        shown = os.path.relpath(message.path) if not os.path.relpath(message.path).startswith("..") else message.path
-        self.status.say(f"written {shown}" + (" · opening it (backspace returns here)" if message.open_after else ""))
+        folder, name = os.path.split(message.path)
+        where = "" if folder == os.getcwd() else f" in {folder}"
+        self.status.say(f"written {name}" + (" · opening it (backspace returns here)" if message.open_after else "")
+                        + where)
         if message.open_after:
             self.app.open_file(message.path)
