@@ -82,6 +82,27 @@ def remove_orphaned_temp_files(directory: str | os.PathLike) -> list[str]:
     return removed
 
 
+def remove_own_temp_files(directory: str | os.PathLike) -> list[str]:
+    """Delete the temporary files this process is writing in ``directory`` (its writers are
+    being abandoned as the process ends); returns their paths."""
+    removed: list[str] = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        match = _TEMP_NAME.match(name)
+        if match is None or match["host"] != _HOST or int(match["pid"]) != os.getpid():
+            continue
+        full = os.path.join(directory, name)
+        try:
+            os.unlink(full)
+        except OSError:
+            continue
+        removed.append(full)
+    return removed
+
+
 def _process_alive(pid: int) -> bool:
     if pid == os.getpid():
         return True  # another thread of this process may be writing it

@@ -16,13 +16,25 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import signal
 import sys
+from typing import TYPE_CHECKING
 
 from memtui import __version__
-from memtui.cache import ModelCache
-from memtui.commands._common import add_cache_options, choose_cache, take_cache_options
-from memtui.errors import MemtuiError, MissingDependencyError
-from memtui.export.place import ANYWHERE, EXPORTS_OFF, ExportPlace
+from memtui.errors import Interrupted, MemtuiError, MissingDependencyError
+from memtui.exit_signals import HANDLED as EXIT_SIGNALS_HANDLED
+from memtui.exit_signals import ExitSignals
+
+if TYPE_CHECKING:
+    from memtui.cache import ModelCache
+    from memtui.export.place import ExportPlace
+
+# `run` executes the user's script, whose signals are its own; `serve` and `mcp` run event
+# loops that end on their own terms.
+SIGNALS_LEFT_ALONE = {"run", "serve", "mcp"}
+SIGNAL_WORDS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
+if hasattr(signal, "SIGHUP"):
+    SIGNAL_WORDS[signal.SIGHUP] = "hung up"
 
 EPILOG = "Commands: {names}. Run 'memtui COMMAND --help' for each."
 
@@ -34,10 +46,11 @@ class FrontEnds:
         self.cache = cache
         self.cache_root = cache.root if cache is not None else None
 
-    def explore(self, path: str, device: int | None = None, export_place: ExportPlace = ANYWHERE) -> int:
+    def explore(self, path: str, device: int | None = None, export_place: ExportPlace | None = None) -> int:
+        from memtui.export.place import ANYWHERE
         from memtui.tui.app import run_app
 
-        return run_app(path, device=device, cache=self.cache, export_place=export_place)
+        return run_app(path, device=device, cache=self.cache, export_place=export_place or ANYWHERE)
 
     def browse_ranks(self, files: list[str], depth: int, runner, summary_cache, moment: str) -> int:
         from memtui.tui.ranks_app import run_ranks_app
@@ -77,49 +90,84 @@ def command_modules() -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # The signal handlers go in before anything slow is imported (numpy, the commands), so
+    # that a Ctrl-C even then ends in one line.
     argv = list(sys.argv[1:] if argv is None else argv)
+    started: list[ModelCache] = []  # the model cache, once decided: its writes are waited for or abandoned
+    signals = ExitSignals()
+    try:
+        with signals:
+            try:
+                return _run(argv, started, signals)
+            except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM or SIGHUP (exit_signals.py)
+                return _end_interrupted(exc, signals, started)
+    except KeyboardInterrupt as exc:  # one that came before the handlers were in place
+        return _end_interrupted(exc, signals, started)
+
+
+def _run(argv: list[str], started: list[ModelCache], signals: ExitSignals) -> int:
+    from memtui.commands._common import add_cache_options, take_cache_options
+
     cache: ModelCache | None = None
     try:
         argv, leading = take_cache_options(argv)
         commands = command_modules()
         if argv and argv[0] in commands:
+            if argv[0] in SIGNALS_LEFT_ALONE:
+                signals.release()
             module = commands[argv[0]]
             parser = argparse.ArgumentParser(prog=f"memtui {argv[0]}", description=module.HELP)
             module.add_arguments(parser)
             add_cache_options(parser)
             args = parser.parse_args(argv[1:])
-            cache = _hand_down(args, leading)
-            return int(module.run(args) or 0)
-        parser = _explorer_parser(commands)
-        args = parser.parse_args(argv)
-        cache = _hand_down(args, leading)
-        return _open_explorer(args, parser)
+            cache = _hand_down(args, leading, started)
+            code = int(module.run(args) or 0)
+        else:
+            parser = _explorer_parser(commands)
+            args = parser.parse_args(argv)
+            cache = _hand_down(args, leading, started)
+            code = _open_explorer(args, parser)
     except MemtuiError as exc:
         print(f"memtui: {exc.message}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("memtui: interrupted", file=sys.stderr)
-        return 130
+        code = exc.exit_code
     except BrokenPipeError:
         # `memtui events ... | head`: the reader went away, which is not an error.
         # Point stdout at devnull so the interpreter's final flush does not fail again.
         import os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        code = 0
     except Exception as exc:  # a bug: one line naming a report, not a traceback
         from memtui.crash import report_crash
 
-        return report_crash(exc, cache_root=cache.root if cache is not None else None)
-    finally:
-        if cache is not None:
+        code = report_crash(exc, cache_root=cache.root if cache is not None else None)
+    if cache is not None:
+        if code > 128 and code - 128 in EXIT_SIGNALS_HANDLED:
+            cache.abandon()  # the explorer ended on a signal: the user asked to stop now
+        else:
             cache.wait()  # the model written in the background is finished before the process ends
+    return code
 
 
-def _hand_down(args: argparse.Namespace, leading: dict) -> ModelCache | None:
+def _end_interrupted(exc: KeyboardInterrupt, signals: ExitSignals, started: list[ModelCache]) -> int:
+    signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+    signals.ending(signum)
+    for cache in started:
+        cache.abandon()  # no temporary file of the cache is left behind
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\x1b[2K")  # over a progress line, not after it
+    print(f"memtui: {SIGNAL_WORDS.get(signum, 'stopped by a signal')}", file=sys.stderr)
+    return 128 + signum
+
+
+def _hand_down(args: argparse.Namespace, leading: dict, started: list[ModelCache]) -> ModelCache | None:
     """Decide the model cache once and put it, with the front ends, on ``args``."""
+    from memtui.commands._common import choose_cache
+
     args.model_cache = cache = choose_cache(args, leading)
     args.front_ends = FrontEnds(cache)
+    if cache is not None:
+        started.append(cache)
     return cache
 
 
@@ -139,6 +187,8 @@ def _explorer_parser(commands: dict[str, object]) -> argparse.ArgumentParser:
     exports.add_argument("--export-dir", metavar="DIR",
                          help="the export key (x) writes only inside DIR (memtui serve passes this)")
     exports.add_argument("--no-export", action="store_true", help="turn the export key (x) off")
+    from memtui.commands._common import add_cache_options
+
     add_cache_options(parser)
     return parser
 
@@ -156,6 +206,8 @@ def _open_explorer(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     from memtui.load import inspect_source
 
     inspect_source(path)  # fail fast, with one line, before the terminal is taken over
+    from memtui.export.place import ANYWHERE, EXPORTS_OFF, ExportPlace
+
     place = ExportPlace(off=EXPORTS_OFF) if args.no_export else ANYWHERE
     if args.export_dir is not None:
         place = ExportPlace.inside(args.export_dir)

@@ -44,3 +44,13 @@ def printable(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, SIGTERM or SIGHUP reached the process (memtui/exit_signals.py). A
+    KeyboardInterrupt, so that whatever stops on Ctrl-C stops on the others too; the
+    process ends with status 128 + ``signum``."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum

@@ -11,6 +11,7 @@ A folder that cannot be written turns the cache off for that run, with one warni
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import sys
@@ -18,8 +19,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from memtui.atomic import remove_orphaned_temp_files, remove_quietly, touch_quietly
-from memtui.cache.fileformat import FORMAT_VERSION, CorruptCache, read_cache_file, write_cache_file
+from memtui.atomic import remove_orphaned_temp_files, remove_own_temp_files, remove_quietly, touch_quietly
+from memtui.cache.fileformat import FORMAT_VERSION, CorruptCache, WriteStopped, read_cache_file, write_cache_file
 from memtui.cache.fingerprint import EDGE_BYTES, file_fingerprint
 from memtui.cache.layout import put_together, schema_signature, take_apart
 
@@ -28,6 +29,20 @@ log = logging.getLogger("memtui.cache")
 _EDGE = EDGE_BYTES  # bytes hashed at each end of the snapshot
 KEEP_FILES = 8  # the least recently used files beyond this many are removed
 _STALE_TEMP_S = 3600
+ABANDON_WAIT_S = 2.0  # how long a process ending on a signal waits for its writers to clean up
+
+
+# Background writes not yet waited for nor abandoned, each as the event its writer sets when
+# it ends: the interpreter waits for them at exit, as it would for threads that are not
+# daemons. Events rather than Thread.join: a join interrupted by Ctrl-C marks the thread
+# as stopped while it still runs (CPython 3.11), and nothing could wait for it after that.
+_unfinished: set[threading.Event] = set()
+
+
+@atexit.register
+def _finish_writes() -> None:
+    for done in list(_unfinished):
+        done.wait()
 
 
 def default_cache_dir() -> str:
@@ -47,7 +62,8 @@ class ModelCache:
         self.folder = os.path.join(self.root, f"v{FORMAT_VERSION}")
         self._warn = warn
         self.disabled = False
-        self._writers: list[threading.Thread] = []
+        self._writers: list[threading.Event] = []  # set by each background writer as it ends
+        self._abandoned = threading.Event()
 
     def key(self, path: str | os.PathLike) -> str:
         return file_fingerprint(path, schema_signature(), _EDGE)
@@ -103,25 +119,56 @@ class ModelCache:
         except OSError:
             return
         if background:
-            writer = threading.Thread(target=self._write, args=(entry, snapshot), name="memtui-cache-writer")
-            writer.start()
-            self._writers.append(writer)
+            # A daemon, so that a process ending on a signal can abandon it (see abandon)
+            # rather than wait; every other end waits for it: wait(), or at exit.
+            done = threading.Event()
+            self._writers.append(done)
+            _unfinished.add(done)
+            threading.Thread(target=self._write_in_background, args=(entry, snapshot, done),
+                             name="memtui-cache-writer", daemon=True).start()
         else:
             self._write(entry, snapshot)
 
     def wait(self) -> None:
         """Wait for background writes to finish."""
-        for writer in self._writers:
-            writer.join()
+        for done in self._writers:
+            done.wait()
+            _unfinished.discard(done)
         self._writers.clear()
 
+    def abandon(self, wait_s: float = ABANDON_WAIT_S) -> None:
+        """Stop the background writes, leaving no temporary file behind: the process is
+        ending on a signal. Each writer stops at its next piece and removes its file; one
+        still busy after ``wait_s`` (an fsync on a slow disk) has its file removed here,
+        so what it writes afterwards goes nowhere."""
+        self._abandoned.set()
+        deadline = time.monotonic() + wait_s
+        finished = all([done.wait(max(0.0, deadline - time.monotonic())) for done in self._writers])
+        if not finished:
+            remove_own_temp_files(self.folder)
+        for done in self._writers:
+            _unfinished.discard(done)
+        self._writers.clear()
+
+    def _write_in_background(self, entry: str, snapshot, done: threading.Event) -> None:
+        try:
+            self._write(entry, snapshot)
+        finally:
+            _unfinished.discard(done)
+            done.set()
+
     def _write(self, entry: str, snapshot) -> None:
+        if self._abandoned.is_set():
+            return
         arrays, meta = take_apart(snapshot)
         meta["key"] = os.path.basename(entry)[:-4]
         try:
-            write_cache_file(entry, arrays, meta)
+            write_cache_file(entry, arrays, meta, stop=self._abandoned.is_set)
+        except WriteStopped:
+            return
         except OSError as exc:
-            self._disable(exc)
+            if not self._abandoned.is_set():  # an abandoned write's file removed under it is no news
+                self._disable(exc)
             return
         self._prune(keep=entry)
 

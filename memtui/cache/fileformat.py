@@ -21,6 +21,7 @@ import os
 import pickle
 import struct
 import zlib
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -33,14 +34,24 @@ MAGIC = b"MEMTUI\x00C"
 FORMAT_VERSION = 2
 _HEADER = struct.Struct("<8sIQIQ")
 _ALIGN = 4096
+_PIECE = 8 << 20  # a write stops within one piece of being asked to
 
 
 class CorruptCache(Exception):
     """The file is not a complete, intact cache file of this version."""
 
 
-def write_cache_file(path: str, arrays: dict[str, np.ndarray], meta: dict) -> None:
-    """Write atomically: a temporary file in the same folder, fsync, then rename over ``path``."""
+class WriteStopped(Exception):
+    """A cache write was stopped by its caller; nothing of it is left on disk."""
+
+
+def write_cache_file(path: str, arrays: dict[str, np.ndarray], meta: dict,
+                     stop: Callable[[], bool] = lambda: False) -> None:
+    """Write atomically: a temporary file in the same folder, fsync, then rename over ``path``.
+
+    ``stop`` is asked between pieces of data: when it says so, the temporary file is
+    removed and :class:`WriteStopped` raised (the process is ending on a signal).
+    """
     table = []
     offset = 0
     for name, array in arrays.items():
@@ -63,9 +74,15 @@ def write_cache_file(path: str, arrays: dict[str, np.ndarray], meta: dict) -> No
             out.write(meta_bytes)
             out.write(bytes(data_start - _HEADER.size - len(meta_bytes)))
             for entry in table:
-                out.write(memoryview(arrays[entry["name"]]).cast("B"))
+                data = memoryview(arrays[entry["name"]]).cast("B")
+                for start in range(0, len(data), _PIECE):
+                    if stop():
+                        raise WriteStopped(path)
+                    out.write(data[start:start + _PIECE])
                 out.write(bytes(_aligned(entry["nbytes"]) - entry["nbytes"]))
             out.flush()
+            if stop():  # before the fsync, the one step that can take seconds
+                raise WriteStopped(path)
             os.fsync(out.fileno())
         os.replace(tmp, path)
     except BaseException:

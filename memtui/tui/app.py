@@ -132,6 +132,8 @@ def run_explorer(app: ExplorerApp, cache_root: str | None = None,
         # and waiting for it would make "quit at once" take seconds.
         if before_hard_exit is not None:
             before_hard_exit()
+        if app.model_cache is not None:
+            app.model_cache.abandon()  # a write that began as the load ended leaves no temporary file
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

@@ -1,0 +1,129 @@
+"""Ctrl-C, SIGTERM and SIGHUP end a command in one line with 128 + the signal, leaving no file behind.
+
+The deterministic cases stop a process where it used to go wrong: in the middle of the
+model cache's background write, with the main thread waiting for it (a Ctrl-C there
+printed a 15-line traceback from ``threading.join``, and SIGTERM left a ``.partial`` file of
+hundreds of megabytes). The random cases (tests/fixtures/interrupt_runs.py) signal real
+runs of ``info``, ``export``, ``convert`` and the explorer at moments drawn with a fixed
+seed; the long run over a 10M-event file is that module as a script (docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from memtui.cache import ModelCache
+from tests.conftest import ROOT
+from tests.fixtures.interrupt_runs import measure_duration, run_once
+from tests.fixtures.tiny_snapshot import write_tiny_snapshot
+
+# The cache write stalls in its fsync (a slow disk), or crawls through its pieces.
+STALLED_FSYNC = """
+import os, sys, time
+os.fsync = lambda fd: time.sleep(120)
+from memtui.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+SLOW_PIECES = """
+import sys, time
+import memtui.cache.fileformat as fileformat
+fileformat._PIECE = 256
+real_write = fileformat.os.fdopen
+
+class Slow:
+    def __init__(self, fh):
+        self.fh = fh
+    def write(self, data):
+        time.sleep(0.01)
+        return self.fh.write(data)
+    def __getattr__(self, name):
+        return getattr(self.fh, name)
+    def __enter__(self):
+        return self
+    def __exit__(self, *exc):
+        return self.fh.__exit__(*exc)
+
+fileformat.os.fdopen = lambda fd, mode: Slow(real_write(fd, mode))
+from memtui.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def partial_files(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("*.partial")) if folder.exists() else []
+
+
+@pytest.mark.parametrize("script, signame",
+                         [(STALLED_FSYNC, "SIGINT"), (SLOW_PIECES, "SIGTERM"), (SLOW_PIECES, "SIGHUP")],
+                         ids=["fsync-stalls-SIGINT", "slow-pieces-SIGTERM", "slow-pieces-SIGHUP"])
+def test_a_signal_during_the_cache_write_ends_in_one_line(tmp_path, script, signame):
+    snapshot = write_tiny_snapshot(tmp_path)
+    cache_dir = tmp_path / "cache"
+    folder = Path(ModelCache(str(cache_dir)).folder)
+    process = subprocess.Popen([sys.executable, "-c", script, "info", "--cache-dir", str(cache_dir), str(snapshot)],
+                               cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not partial_files(folder):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the cache write never started"
+        time.sleep(0.005)
+    signum = getattr(signal, signame)
+    sent = time.monotonic()
+    process.send_signal(signum)
+    _, err = process.communicate(timeout=30)
+    took = time.monotonic() - sent
+    lines = err.decode().strip().splitlines()
+    assert process.returncode == 128 + signum, err
+    assert len(lines) == 1 and lines[0].startswith("memtui: ") and "Traceback" not in lines[0], lines
+    assert partial_files(cache_dir) == []
+    assert not list(folder.glob("*.mtc"))  # abandoned, not finished
+    assert took < 5  # the writer is given 2 s, then its file is removed under it
+
+    again = subprocess.run([sys.executable, "-m", "memtui", "info", "--cache-dir", str(cache_dir), str(snapshot)],
+                           cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, timeout=60)
+    assert again.returncode == 0 and again.stderr == b""  # the next run writes the cache as if nothing happened
+    assert ModelCache(str(cache_dir)).load(snapshot) is not None
+
+
+@pytest.fixture(scope="module")
+def medium_snapshot(tmp_path_factory) -> Path:
+    """50,000 events tiled from the tiny snapshot: a cold open takes about half a second,
+    long enough to land in the decoding, the model, the cache write or the output."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from make_big import write_big
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    from memtui.load import read_snapshot
+
+    folder = tmp_path_factory.mktemp("medium")
+    out = folder / "medium.pickle"
+    write_big(read_snapshot(write_tiny_snapshot(folder)), 50_000, out)
+    return out
+
+
+@pytest.mark.parametrize("command, signame", [("info", "INT"), ("export", "TERM")])
+def test_a_signal_at_a_random_moment_ends_cleanly(tmp_path, medium_snapshot, command, signame):
+    delay = random.Random(f"{command}-{signame}").uniform(0.2, 1.0)
+    outcome = run_once(command, medium_snapshot, signame, delay, tmp_path / "run")
+    assert outcome.clean, outcome
+
+
+@pytest.mark.slow  # each case times a whole run first, then signals one at a moment within it
+@pytest.mark.parametrize("signame", ["INT", "TERM"])
+@pytest.mark.parametrize("command", ["info", "export", "convert", "explore"])
+def test_a_signal_at_any_moment_of_each_command_ends_cleanly(tmp_path, medium_snapshot, command, signame):
+    rng = random.Random(f"{command}-{signame}")
+    duration = measure_duration(command, medium_snapshot, tmp_path / "measure")
+    for _ in range(3):
+        outcome = run_once(command, medium_snapshot, signame, rng.uniform(0.1, duration), tmp_path / "run")
+        assert outcome.clean, outcome
