@@ -247,6 +247,17 @@ def build_server(store: SnapshotStore) -> MCPServer:
             with the call sites behind each, at the allocated peak, the end, an OOM, a step or any event."""
             return await run(ctx, breakdown.memory_breakdown, path, at, device, by, top, steps, depth)
 
+    @tool
+    async def live_status(ctx: Context,
+                          target: Annotated[str | None, Field(description=(
+                              "which running job: a pid, PID:RANK, a job id or a word of its command line"
+                              " (default: every live job)"))] = None,
+                          limit: Annotated[int, Field(ge=1, le=tools.MAX_LIMIT, description=(
+                              "the most processes listed"))] = 64) -> CallToolResult:
+        """The CUDA memory of running jobs now (those started with memtui run --live, memtui.record.live() or
+        MEMTUI_LIVE=1): per process and device, allocated, reserved, the headroom to its limit and its OOMs."""
+        return await run(ctx, tools.live_status, target, limit)
+
     return server
 
 

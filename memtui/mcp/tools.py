@@ -338,6 +338,41 @@ def compare_ranks(store: SnapshotStore, inputs: list[str], at: str = "peak", dep
 # memory_breakdown lives in memtui.mcp.breakdown: it needs memtui.commands.breakdown.
 
 
+def live_status(store: SnapshotStore, target: str | None = None, limit: int = 64, progress: Progress = None) -> Answer:
+    """The memory of running jobs now, as ``memtui watch --status --json`` prints it (read from
+    their live sockets without asking for their trace, so it costs a job nothing)."""
+    from memtui.live.client import read_status
+    from memtui.live.runtime import list_jobs, runtime_dir, select_jobs
+
+    folder = runtime_dir(create=False)
+    jobs = list_jobs(folder)
+    chosen = select_jobs(jobs, target) if target else jobs
+    if target and not chosen:
+        raise UsageError(f"no live job matches {target!r} ({plural(len(jobs), 'live job')} in {folder})")
+    statuses = []
+    for job in chosen[:limit]:
+        try:
+            statuses.append(read_status(job))
+        except UsageError as exc:  # it ended between the listing and now
+            statuses.append({"pid": job.pid, "rank": job.rank, "job": job.job, "error": exc.message, "devices": []})
+    data = {"folder": folder, "jobs": statuses}
+    omitted = {"jobs": len(chosen) - limit} if len(chosen) > limit else {}
+    lines = [f"{plural(len(chosen), 'live job')} in {folder}" if chosen else
+             f"no live jobs in {folder}: a job serves itself with memtui run --live, memtui.record.live() or "
+             "MEMTUI_LIVE=1"]
+    for s in statuses:
+        who = f"pid {s['pid']}" + (f" rank {s['rank']}" if s.get("rank") is not None else "")
+        if s.get("error"):
+            lines.append(f"{who}: {s['error']}")
+        for d in s["devices"]:
+            headroom = format_bytes(d["headroom"]) if d.get("headroom") is not None else "unknown"
+            lines.append(f"{who} device {d['device']}: allocated {format_bytes(d['allocated'])}, reserved "
+                         f"{format_bytes(d['reserved'])}, headroom {headroom}"
+                         + (f", {plural(d['ooms'], 'OOM')}" if d.get("ooms") else ""))
+    return bounded(lines, data, omitted,
+                   f"a target (a pid, PID:RANK or job id) or a larger limit (at most {MAX_LIMIT})")
+
+
 def bounded(lines: list[str], data: dict, omitted: dict, more: str) -> Answer:
     data["truncated"] = bool(omitted)
     if omitted:
