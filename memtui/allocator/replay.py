@@ -107,77 +107,109 @@ def replay(requests: Requests, settings: AllocatorSettings, *, limit: int | None
         return native_replay.replay_native(
             requests, settings, limit=limit, per_process=per_process, use_hints=use_hints, until_event=until_event,
             series=series, va_size=va_size, hints_per_process=hints_per_process, outcome_type=Outcome)
-    addresses = AddressSpace(requests.recorded_segments, requests.lowest_address)
-    sim = Simulator(settings, addresses, limit=limit, per_process=per_process, device_total=device_total,
-                    hints_per_process=hints_per_process)
-    pools = [None] + list(requests.pools)  # pool index -1 -> None (default)
-    slots: dict[int, Block] = {}
-    _initial_state(sim, requests, pools, slots)
-    out = Outcome(events=[])
-    kinds, slot_col, size_col = requests.kind.tolist(), requests.slot.tolist(), requests.size.tolist()
-    stream_col, pool_col, event_col = requests.stream.tolist(), requests.pool.tolist(), requests.event.tolist()
-    hint_col = requests.hint.tolist() if use_hints else None
-    n = len(kinds)
-    if series:
-        s_reserved, s_allocated = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    events = sim.events
-    emitted = 0
-    peak = sim.reserved
-    out.reserved_peak, out.active_at_peak, out.allocated_at_peak = peak, sim.active, sim.allocated
-    for k in range(n):
-        kind = kinds[k]
-        event = event_col[k]
-        if until_event is not None and event > until_event:
-            break
-        if kind == ALLOC or kind == OOM_REQUEST:
-            hint = hint_col[k] if hint_col is not None else NO_HINT
-            block = sim.malloc(size_col[k], stream_col[k], pools[pool_col[k] + 1],
-                               hint if hint != NO_HINT else None)
-            if kind == OOM_REQUEST:
-                out.recorded_ooms.append((event, block is not None))
-                if block is None and out.oom_event is None:
-                    out.oom_event, out.oom_size = event, size_col[k]
-                elif block is not None:
-                    # Served where the recording failed: what came next is unknown; the recording
-                    # went on without this block, and so does the replay.
-                    _note_peak(sim, out, event)
-                    sim.free(block)
-            elif block is None:
-                if out.oom_event is None:
-                    out.oom_event, out.oom_size = event, size_col[k]
-                out.stopped_at = event
-                _flush(events, emitted, out, event)
-                if series:
-                    s_reserved[k], s_allocated[k] = sim.reserved, sim.allocated
-                break
-            else:
-                slots[slot_col[k]] = block
-                if sim.reserved > out.reserved_peak:
-                    _note_peak(sim, out, event)
-        elif kind == FREE or kind == FREE_PENDING:
-            block = slots.get(slot_col[k])
-            if block is not None and block.allocated:
-                sim.free(block, kind == FREE_PENDING)
-                if kind == FREE:
-                    del slots[slot_col[k]]
-        elif kind == COMPLETE:
-            block = slots.pop(slot_col[k], None)
-            if block is not None:
-                sim.complete(block)
-        elif kind == EMPTY_CACHE:
-            sim.empty_cache(tuple(pools[p + 1] for p in requests.freeable.get(k, ())))
-        if len(events) != emitted:
-            emitted = _flush(events, emitted, out, event)
+    stepper = Stepper(requests, settings, limit=limit, per_process=per_process, use_hints=use_hints, series=series,
+                      device_total=device_total, hints_per_process=hints_per_process)
+    stepper.run(until_event)
+    return stepper.outcome(keep_state)
+
+
+class Stepper:
+    """The Python replay, resumable: :meth:`run` goes on to a later event (the explorer steps
+    through a simulated run with it); :attr:`sim` and :attr:`slots` are the state there."""
+
+    def __init__(self, requests: Requests, settings: AllocatorSettings, *, limit: int | None = None,
+                 per_process: bool = False, use_hints: bool = False, series: bool = False,
+                 device_total: int | None = None, hints_per_process: bool = False) -> None:
+        self.requests = requests
+        addresses = AddressSpace(requests.recorded_segments, requests.lowest_address)
+        self.sim = sim = Simulator(settings, addresses, limit=limit, per_process=per_process,
+                                   device_total=device_total, hints_per_process=hints_per_process)
+        self.pools = [None] + list(requests.pools)  # pool index -1 -> None (default)
+        self.slots: dict[int, Block] = {}
+        _initial_state(sim, requests, self.pools, self.slots)
+        self.out = out = Outcome(events=[])
+        self.kinds, self.slot_col = requests.kind.tolist(), requests.slot.tolist()
+        self.size_col = requests.size.tolist()
+        self.stream_col, self.pool_col = requests.stream.tolist(), requests.pool.tolist()
+        self.event_col = requests.event.tolist()
+        self.hint_col = requests.hint.tolist() if use_hints else None
+        n = len(self.kinds)
+        self.series = series
         if series:
-            s_reserved[k], s_allocated[k] = sim.reserved, sim.allocated
-    out.retries = sim.retries
-    if series:
-        done = k + 1 if n else 0
-        out.series_event = requests.event[:done]
-        out.series_reserved, out.series_allocated = s_reserved[:done], s_allocated[:done]
-    if keep_state:
-        out.simulator = sim
-    return out
+            self.s_reserved, self.s_allocated = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        self.emitted = 0
+        self.k = 0  # the next request
+        self.finished = False  # a request the recording served failed: the rest is another program
+        out.reserved_peak, out.active_at_peak, out.allocated_at_peak = sim.reserved, sim.active, sim.allocated
+
+    @property
+    def last_event(self) -> int:
+        """The trace event of the last request applied (-1: none yet)."""
+        return self.event_col[self.k - 1] if self.k else -1
+
+    def run(self, until_event: int | None = None) -> None:
+        """Apply the requests up to and including those of trace event ``until_event`` (None: all)."""
+        sim, out, slots, events = self.sim, self.out, self.slots, self.sim.events
+        kinds, slot_col, size_col, stream_col = self.kinds, self.slot_col, self.size_col, self.stream_col
+        pool_col, event_col, hint_col, pools = self.pool_col, self.event_col, self.hint_col, self.pools
+        n = len(kinds)
+        k = self.k
+        while k < n and not self.finished:
+            kind = kinds[k]
+            event = event_col[k]
+            if until_event is not None and event > until_event:
+                break
+            if kind == ALLOC or kind == OOM_REQUEST:
+                hint = hint_col[k] if hint_col is not None else NO_HINT
+                block = sim.malloc(size_col[k], stream_col[k], pools[pool_col[k] + 1],
+                                   hint if hint != NO_HINT else None)
+                if kind == OOM_REQUEST:
+                    out.recorded_ooms.append((event, block is not None))
+                    if block is None and out.oom_event is None:
+                        out.oom_event, out.oom_size = event, size_col[k]
+                    elif block is not None:
+                        # Served where the recording failed: what came next is unknown; the recording
+                        # went on without this block, and so does the replay.
+                        _note_peak(sim, out, event)
+                        sim.free(block)
+                elif block is None:
+                    if out.oom_event is None:
+                        out.oom_event, out.oom_size = event, size_col[k]
+                    out.stopped_at = event
+                    self.finished = True
+                else:
+                    slots[slot_col[k]] = block
+                    if sim.reserved > out.reserved_peak:
+                        _note_peak(sim, out, event)
+            elif kind == FREE or kind == FREE_PENDING:
+                block = slots.get(slot_col[k])
+                if block is not None and block.allocated:
+                    sim.free(block, kind == FREE_PENDING)
+                    if kind == FREE:
+                        del slots[slot_col[k]]
+            elif kind == COMPLETE:
+                block = slots.pop(slot_col[k], None)
+                if block is not None:
+                    sim.complete(block)
+            elif kind == EMPTY_CACHE:
+                sim.empty_cache(tuple(pools[p + 1] for p in self.requests.freeable.get(k, ())))
+            if len(events) != self.emitted:
+                self.emitted = _flush(events, self.emitted, out, event)
+            if self.series:
+                self.s_reserved[k], self.s_allocated[k] = sim.reserved, sim.allocated
+            k += 1
+        self.k = k
+
+    def outcome(self, keep_state: bool = False) -> Outcome:
+        out = self.out
+        out.retries = self.sim.retries
+        if self.series:
+            done = self.k
+            out.series_event = self.requests.event[:done]
+            out.series_reserved, out.series_allocated = self.s_reserved[:done], self.s_allocated[:done]
+        if keep_state:
+            out.simulator = self.sim
+        return out
 
 
 def _note_peak(sim: Simulator, out: Outcome, event: int) -> None:
