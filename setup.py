@@ -18,7 +18,7 @@ from setuptools.command.build_py import build_py
 # One translation unit (native.c includes the others), so calls between the parts inline.
 SOURCES = ["native.c"]
 HEADERS = ["native.h", "scanner.h", "module.c", "scan.c", "entry.c", "tables.c", "lifetimes.c", "allocator.c",
-           "parallel.c", "merge.c"]
+           "parallel.c", "merge.c", "opcodes.c"]
 
 
 class OptionalBuildExt(build_ext):
@@ -73,12 +73,18 @@ class BuildPyWithLiveHook(build_py):
         return outputs
 
 
+# Every warning is shown; MEMTUI_WERROR=1 (CI sets it) makes each one fail the build, which
+# CI then notices because it requires the extension (MEMTUI_REQUIRE_NATIVE=1).
+WARNINGS = ["-Wall", "-Wextra"] + (["-Werror"] if os.environ.get("MEMTUI_WERROR") == "1" else [])
+# tools/sanitize.sh builds with sanitizers through MEMTUI_NATIVE_CFLAGS (and without -O2 there).
+EXTRA = os.environ.get("MEMTUI_NATIVE_CFLAGS", "-O2").split()
+
 native = Extension(
     "memtui._native",
     sources=[f"src/memtui_native/{name}" for name in SOURCES],
     depends=[f"src/memtui_native/{name}" for name in HEADERS],
-    extra_compile_args=["-O2", "-fvisibility=hidden", "-pthread"] if os.name != "nt" else [],
-    extra_link_args=["-pthread"] if os.name != "nt" else [],
+    extra_compile_args=[*EXTRA, "-fvisibility=hidden", "-pthread", *WARNINGS] if os.name != "nt" else [],
+    extra_link_args=["-pthread", *os.environ.get("MEMTUI_NATIVE_LDFLAGS", "").split()] if os.name != "nt" else [],
     optional=True,
 )
 

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import BinaryIO, Protocol
 
 from memtui.errors import SnapshotError
+from memtui.load.opcode_check import OpcodeCheck
 from memtui.units import format_bytes
 
 MAX_COMPRESSED_ITEM = 256 << 20  # no string in a memory snapshot comes near this
@@ -69,6 +70,26 @@ class GuardedStream:
         self._size = info.size if info.compression is None else None
         self._inflation_limit = None if self._size is not None else max(INFLATION_FLOOR, MAX_INFLATION * info.size)
         self.consumed = 0  # bytes handed out so far
+        self.opcodes: OpcodeCheck | None = None
+
+    def check_opcodes(self) -> None:
+        """From now on, walk every byte before it is handed out as pickle opcodes
+        (:mod:`memtui.load.opcode_check`): a memo index or a length that lies is refused
+        before the unpickler acts on it. Called before the first read."""
+        assert self.consumed == 0, "the walk starts at the first byte"
+
+        def too_long(length: int, content_at: int) -> str:
+            left = None if self._size is None else self._size - content_at
+            return declared_too_long(self._description, length, left)
+
+        limit = None if self._size is None else self._size + _SLACK
+        self.opcodes = OpcodeCheck(self._description, limit, MAX_COMPRESSED_ITEM, too_long)
+
+    def _walk(self, start: int, data) -> None:
+        """Walk ``data``, found at stream offset ``start``, where the walk has not been yet."""
+        check = self.opcodes
+        if check is not None and not check.done and start + len(data) > check.walked:
+            check.feed(memoryview(data)[check.walked - start:] if check.walked > start else data)
 
     def _check_request(self, n: int) -> None:
         if self._size is not None:
@@ -92,6 +113,7 @@ class GuardedStream:
             self._check_request(n)
         if n <= _CHUNK:
             data = self._stream.read(n)
+            self._walk(self.consumed, data)
             self._count(len(data))
             return data
         parts = []  # a large read grows with the data that is there, not with the claim
@@ -100,22 +122,28 @@ class GuardedStream:
             part = self._stream.read(min(left, _CHUNK))
             if not part:
                 break
+            self._walk(self.consumed, part)
             self._count(len(part))
             parts.append(part)
             left -= len(part)
         return b"".join(parts)
 
     def readinto(self, buffer) -> int:
-        view = memoryview(buffer).cast("B")
-        self._check_request(len(view))
-        done = 0
-        while done < len(view):  # in chunks, so the inflation check sees each one
-            got = self._stream.readinto(view[done:done + _CHUNK])
-            if not got:
-                break
-            done += got
-            self._count(got)
-        return done
+        # Every view of ``buffer`` is released before this returns or raises: a view kept
+        # alive by a traceback would keep the caller's bytearray from being freed (CPython
+        # reports "deallocated bytearray object has exported buffers").
+        with memoryview(buffer) as raw, raw.cast("B") as view:
+            self._check_request(len(view))
+            done = 0
+            while done < len(view):  # in chunks, so the inflation check sees each one
+                with view[done:done + _CHUNK] as part:
+                    got = self._stream.readinto(part)
+                    if not got:
+                        break
+                    self._walk(self.consumed, part[:got])
+                done += got
+                self._count(got)
+            return done
 
     def readline(self, limit: int | None = -1) -> bytes:
         # Protocol 0 arguments are lines: unbounded, one line could inflate without end.
@@ -125,6 +153,7 @@ class GuardedStream:
         if self._size is None and len(line) > MAX_COMPRESSED_ITEM:
             raise SnapshotError(f"{self._description}: refused: a line of pickle text longer than "
                                 f"{format_bytes(MAX_COMPRESSED_ITEM)}, more than a memory snapshot ever holds")
+        self._walk(self.consumed, line)
         self._count(len(line))
         return line
 
@@ -146,7 +175,10 @@ class GuardedStream:
             data += part
 
     def peek(self, n: int = 0) -> bytes:
-        return self._stream.peek(n)
+        # The C unpickler runs opcodes straight from what it peeked, so they are walked now.
+        data = self._stream.peek(n)
+        self._walk(self.consumed, data)
+        return data
 
     def readable(self) -> bool:
         return True

@@ -13,6 +13,7 @@ import pickle
 from typing import BinaryIO
 
 from memtui.errors import SnapshotError, UnsafeSnapshotError
+from memtui.load.limits import GuardedStream
 from memtui.load.source import memory_error_message
 
 
@@ -31,6 +32,8 @@ class RestrictedUnpickler(pickle.Unpickler):
 
 def safe_load(stream: BinaryIO, description: str) -> object:
     """Unpickle ``stream`` with no globals allowed; every failure is a SnapshotError."""
+    if isinstance(stream, GuardedStream):
+        stream.check_opcodes()
     try:
         return RestrictedUnpickler(stream).load()
     except SnapshotError:

@@ -662,6 +662,7 @@ static PyObject *bytes_of(const int64_t *v, Py_ssize_t n)
  * memtui/allocator/native_replay.py for the packing. */
 static PyObject *native_allocator_replay(PyObject *self, PyObject *args)
 {
+    (void)self;
     PyObject *ro, *po, *rec_o, *init_o, *free_o;
     double gc;
     if (!PyArg_ParseTuple(args, "OOdOOO", &ro, &po, &gc, &rec_o, &init_o, &free_o)) return NULL;

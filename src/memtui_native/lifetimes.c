@@ -94,6 +94,7 @@ static int roles_from(PyObject *codes, uint8_t *roles, int bit)
 
 PyObject *native_lifetimes(PyObject *self, PyObject *args)
 {
+    (void)self;
     Py_buffer ab = {0}, rb = {0}, sb = {0};
     PyObject *ao, *ro, *so, *start_codes, *request_codes, *end_codes, *result = NULL;
     if (!PyArg_ParseTuple(args, "OOOOOO", &ao, &ro, &so, &start_codes, &request_codes, &end_codes)) return NULL;

@@ -58,6 +58,7 @@ PyObject *intcol_to_buffer(IntCol *c)
 
 static PyObject *native_utf8_valid(PyObject *self, PyObject *args)
 {
+    (void)self;
     Py_buffer b;
     if (!PyArg_ParseTuple(args, "y*", &b)) return NULL;
     int ok = utf8_surrogatepass_valid(b.buf, b.len);
@@ -70,6 +71,9 @@ static PyMethodDef module_methods[] = {
      "_parallel_limits(prefix_rows, min_range, search_span, read_chunk) -> the old ones (tests make them small)"},
     {"_utf8_valid", native_utf8_valid, METH_VARARGS,
      "_utf8_valid(bytes) -> whether a worker thread takes them as a string (tests compare with Python)"},
+    {"walk_opcodes", native_walk_opcodes, METH_VARARGS,
+     "walk_opcodes(data, pos, base, limit, per_item) -> (status, pos, a, b, containers): the opcode check of "
+     "memtui/load/opcode_check.py"},
     {"lifetimes", native_lifetimes, METH_VARARGS,
      "lifetimes(action, addr, size, start_codes, request_codes, end_codes) -> the arrays of "
      "memtui.model.lifetimes.compute_lifetimes, as buffers"},
@@ -82,10 +86,12 @@ static PyMethodDef module_methods[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "memtui._native",
     "The optional compiled half of memtui: the snapshot scanner and the lifetime pairing.", -1, module_methods,
+    NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__native(void)
 {
+    optable_init();
     if (PyType_Ready(&BufferType) < 0 || PyType_Ready(&ScannerType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;

@@ -6,4 +6,5 @@
 #include "parallel.c"
 #include "lifetimes.c"
 #include "allocator.c"
+#include "opcodes.c"
 #include "module.c"

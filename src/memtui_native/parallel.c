@@ -29,6 +29,7 @@
 #include "scanner.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #ifndef _WIN32
@@ -303,8 +304,10 @@ typedef struct {
     int64_t stop_at;      /* where it stopped reading entries: end, or the start of what it left */
     Vec tokens;           /* int64: n > 0 entries, TOK_* */
     struct { Py_ssize_t strings, frames, stacks, frecs, extras, actions, deferred, own; int64_t rows; } wm;
-    volatile int64_t done_bytes;
-    volatile int *cancel;
+    /* Shared with the main thread while the worker runs: C11 atomics, never plain or volatile
+     * (the main thread reads done_bytes for progress and sets *cancel to stop the workers). */
+    _Atomic int64_t done_bytes;
+    atomic_int *cancel;
 } Worker;
 
 static void watermark(Worker *w)
@@ -345,7 +348,7 @@ static void worker_range(Worker *w)
         s->offset = r.pos;
         for (;;) {
             w->stop_at = stream_at(s, &c);  /* every step before here is read */
-            if (*w->cancel) goto out;
+            if (atomic_load_explicit(w->cancel, memory_order_acquire)) goto out;
             if (c.p == c.end && c.final) goto out;  /* the range's end */
             uint8_t op = 0;
             int st = next_op(s, &c, &op);
@@ -367,7 +370,7 @@ static void worker_range(Worker *w)
             c.p++;
         }
         got = reader_fill(&r, c.p - r.buf);
-        w->done_bytes = r.pos - w->start;
+        atomic_store_explicit(&w->done_bytes, r.pos - w->start, memory_order_relaxed);
     }
 out:
     if (push_token(w, &entries, 0)) goto error;
@@ -390,7 +393,7 @@ static uint32_t *deferred_chunk;  /* MEMO_CHUNK slots of SK_DEFERRED, shared by 
 /* A worker for [start, end): copies of the parent's tables; for reading, the parent's memo up
  * to its length and deferred slots after it (copied when a code is cached in one). With
  * the GIL. */
-static int worker_setup(Worker *w, Scanner *p, int fd, int64_t start, int64_t end, volatile int *cancel)
+static int worker_setup(Worker *w, Scanner *p, int fd, int64_t start, int64_t end, atomic_int *cancel)
 {
     memset(w, 0, sizeof *w);
     Scanner *s = &w->s;
@@ -606,14 +609,14 @@ out:
 typedef struct {
     void (*fn)(void *);
     void *arg;
-    volatile int finished;
+    atomic_int finished;
 } Job;
 
 static void *job_main(void *arg)
 {
     Job *job = arg;
     job->fn(job->arg);
-    __atomic_store_n(&job->finished, 1, __ATOMIC_RELEASE);
+    atomic_store_explicit(&job->finished, 1, memory_order_release);
     return NULL;
 }
 
@@ -621,7 +624,7 @@ static void *job_main(void *arg)
  * is given up between reports). -1 when the progress callback raised (the jobs are told to
  * stop, and waited for). */
 static int run_jobs(void (*fn)(void *), void *items, size_t item_size, int n, int64_t (*done_of)(void *),
-                    int64_t done_base, Progress *pr, volatile int *cancel)
+                    int64_t done_base, Progress *pr, atomic_int *cancel)
 {
     Job *jobs = calloc((size_t)n, sizeof(Job));
     pthread_t *threads = calloc((size_t)n, sizeof(pthread_t));
@@ -633,12 +636,12 @@ static int run_jobs(void (*fn)(void *), void *items, size_t item_size, int n, in
         if (pthread_create(&threads[i], NULL, job_main, &jobs[i]) != 0) {
             threads[i] = 0;
             fn(jobs[i].arg);  /* no thread to be had: run it here */
-            jobs[i].finished = 1;
+            atomic_store_explicit(&jobs[i].finished, 1, memory_order_release);
         }
     }
     for (;;) {
         int all = 1;
-        for (int i = 0; i < n; i++) all &= __atomic_load_n(&jobs[i].finished, __ATOMIC_ACQUIRE);
+        for (int i = 0; i < n; i++) all &= atomic_load_explicit(&jobs[i].finished, memory_order_acquire);
         if (all) break;
         Py_BEGIN_ALLOW_THREADS
         struct timespec pause = {0, 20 * 1000 * 1000};
@@ -646,14 +649,14 @@ static int run_jobs(void (*fn)(void *), void *items, size_t item_size, int n, in
         Py_END_ALLOW_THREADS
         if (!raised && !done_of && PyErr_CheckSignals() < 0) {  /* Ctrl-C: the jobs stop */
             raised = 1;
-            *cancel = 1;
+            atomic_store_explicit(cancel, 1, memory_order_release);
         }
         if (!raised && done_of) {
             int64_t done = done_base;
             for (int i = 0; i < n; i++) done += done_of((char *)items + (size_t)i * item_size);
             if (report(pr, done) < 0) {
                 raised = 1;
-                *cancel = 1;
+                atomic_store_explicit(cancel, 1, memory_order_release);
             }
         }
     }
@@ -668,7 +671,10 @@ static int run_jobs(void (*fn)(void *), void *items, size_t item_size, int n, in
 #endif
 
 static void worker_job(void *arg) { worker_range(arg); }
-static int64_t worker_done(void *arg) { return ((Worker *)arg)->done_bytes; }
+static int64_t worker_done(void *arg)
+{
+    return atomic_load_explicit(&((Worker *)arg)->done_bytes, memory_order_relaxed);
+}
 
 /* ---- the rest of the file after the prefix ------------------------------------------------------- */
 
@@ -695,7 +701,7 @@ static int scan_rest(Scanner *s, Reader *r, int fd, int64_t begin, int64_t size,
         if (found > starts[n_starts - 1]) starts[n_starts++] = found;
     }
     if (n_starts < 2) return run_from(s, r, begin, -1, 0, pr, &how, &where);
-    volatile int cancel = 0;
+    atomic_int cancel = 0;
     /* parse: a worker per range */
     int st = prepare_objects(s);
     if (st) return st;
@@ -784,6 +790,7 @@ static PyObject *Scanner_scan_file(Scanner *s, PyObject *args)
 
 static PyObject *native_parallel_limits(PyObject *self, PyObject *args)
 {
+    (void)self;
     long long prefix_rows = PREFIX_ROWS, min_range = MIN_RANGE, search_span = SEARCH_SPAN, read_chunk = READ_CHUNK;
     if (!PyArg_ParseTuple(args, "|LLLL", &prefix_rows, &min_range, &search_span, &read_chunk)) return NULL;
     PyObject *old = Py_BuildValue("(LLLL)", (long long)PREFIX_ROWS, (long long)MIN_RANGE, (long long)SEARCH_SPAN,

@@ -930,10 +930,19 @@ error:
     return NULL;
 }
 
-static PyObject *Scanner_get_done(Scanner *s, void *closure) { return PyBool_FromLong(s->done); }
-static PyObject *Scanner_get_offset(Scanner *s, void *closure) { return PyLong_FromLongLong(s->offset); }
+static PyObject *Scanner_get_done(Scanner *s, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(s->done);
+}
+static PyObject *Scanner_get_offset(Scanner *s, void *closure)
+{
+    (void)closure;
+    return PyLong_FromLongLong(s->offset);
+}
 static PyObject *Scanner_get_max_frame_end(Scanner *s, void *closure)
 {
+    (void)closure;
     return PyLong_FromLongLong(s->max_frame_end);
 }
 
@@ -952,6 +961,7 @@ static PyMethodDef Scanner_methods[] = {
 
 static PyObject *Scanner_get_parallel(Scanner *s, void *closure)
 {
+    (void)closure;
     return Py_BuildValue("{s:L,s:L,s:L}", "ranges", (long long)s->par_ranges, "merged", (long long)s->par_merged,
                          "read_in_order", (long long)s->par_discarded);
 }

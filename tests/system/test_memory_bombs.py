@@ -208,3 +208,27 @@ def test_settings_that_share_one_list_many_times_stay_small(tmp_path):
     from memtui.commands.info import render_text, summarize
 
     assert len(render_text(snapshot, summarize(snapshot))) < 1_000_000
+
+
+def test_a_refused_bytearray_leaves_no_exported_buffer(tmp_path):
+    # A BYTEARRAY8 claim refused while the unpickler reads into the new bytearray: a view of
+    # it kept alive by the traceback made CPython print "SystemError: deallocated bytearray
+    # object has exported buffers" when the bytearray went, on both decoders.
+    path = tmp_path / "bytearray.pickle"
+    path.write_bytes(BOMBS["BYTEARRAY8 1 TiB"])
+    script = (
+        "import gc, sys\n"
+        "from memtui.errors import SnapshotError\n"
+        "from memtui.open import open_snapshot\n"
+        "for streaming in (True, False):\n"
+        "    try:\n"
+        "        open_snapshot(sys.argv[1], streaming=streaming, cache=None)\n"
+        "    except SnapshotError as exc:\n"
+        "        print(exc)\n"
+        "    gc.collect()\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    result = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=60,
+                            cwd=ROOT, env=env)
+    assert result.returncode == 0 and result.stdout.count("declares") == 2, result
+    assert result.stderr == "", result.stderr

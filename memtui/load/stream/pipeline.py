@@ -26,6 +26,7 @@ def rewritten_file(path: str | os.PathLike, sink_global: bytes, progress: Progre
     except OSError as exc:
         raise StreamFallback(f"cannot open ({exc})") from None
     with stream:
+        stream.check_opcodes()
         yield from rewritten_stream(unframed_chunks(stream), sink_global)
 
 
