@@ -8,10 +8,12 @@ cannot tell these apart; the frees' stacks and the lives' history can
 freed in it, at least ``MIN_SITE_LIVES``), and each such group gets a cause:
 
 * ``cycle``: the collector's frames are on the free stacks (high); or, with Python stacks
-  only, at a line that is not where their scope ended, either the burst freed older lives
-  of the site while the newest one, made before it, stayed alive (the collector frees
-  what is unreachable; the object of the current iteration is still referenced), or the
-  lives were made over at least ``MIN_STEPS`` annotated steps (medium);
+  only, at a line that is not where their scope ended, either the burst freed lives of
+  earlier iterations of the site while the newest one, made before it, stayed alive (the
+  collector frees what is unreachable; the object of the current iteration is still
+  referenced), or the lives were made over at least ``MIN_STEPS`` annotated steps
+  (medium). Inside one iteration the newest left alive says nothing (autocast lets a
+  forward's casts go when its block exits while the forward's activations stay);
 * ``exception``: traceback frames on the free stacks (high); or the burst directly follows
   an OOM and frees what was made under the failing call (medium);
 * ``refcount``: interpreter deallocation without the collector (high); or, with Python
@@ -228,7 +230,11 @@ def _decide(snapshot: Snapshot, dev: DeviceModel, g: SiteGroup, releases: ev.Fre
         e.append(ev.Evidence("freed on the autograd engine's thread during backward() (no Python stack)",
                              "not cycles", first))
     elif g.relation in (ev.SAME_FUNCTION, ev.SAME_LINE, ev.ELSEWHERE, ev.IN_LIBRARY) and (
-            g.newest_survived or (by_steps and g.rounds >= MIN_STEPS)):
+            (g.newest_survived and g.rounds >= 2) or (by_steps and g.rounds >= MIN_STEPS)):
+        # The newest left alive tells the collector only across iterations: freeing an older
+        # iteration's objects while the current one's is in use. Inside one iteration (a
+        # forward's casts let go when autocast exits) some of a line's tensors outlive the
+        # others whatever freed them.
         g.cause, g.confidence = CYCLE, "medium"
         if g.newest_survived:
             e.append(ev.Evidence("freed out of order: the burst left the newest allocation of the site, made before"

@@ -93,7 +93,7 @@ class CycleSite:
 @dataclass
 class CycleReport:
     device: int
-    rounds_by: str  # "steps" or "executions"
+    rounds_by: str  # "steps" (annotations) or "iterations" (returns to the loop's statement, steps.py)
     sites: list[CycleSite] = field(default_factory=list)
     bursts: list[Burst] = field(default_factory=list)  # what the collector freed
     other_bursts: list[Burst] = field(default_factory=list)  # bursts with another cause, or none known
@@ -140,7 +140,7 @@ def find_cycles(snapshot: Snapshot, dev: DeviceModel, depth: int = 1) -> CycleRe
     sites, spans, life_site, steps = seen.sites, seen.spans, seen.life_site, seen.steps
     n_lives = len(dev.lives)  # the spans past these are untraced blocks, never freed
     start, stop = spans.start[:n_lives], spans.stop[:n_lives]
-    report = CycleReport(dev.device, "steps" if steps is not None else "executions")
+    report = CycleReport(dev.device, "steps" if steps is not None else "iterations")
     times = trace.time_us[np.isfinite(trace.time_us)]
     report.trace_start_us = float(times.min()) if len(times) else float("nan")
     report.stacks = seen.stacks

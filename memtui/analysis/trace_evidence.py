@@ -26,7 +26,7 @@ from memtui.analysis import bursts as bu
 from memtui.analysis import evidence as ev
 from memtui.analysis.callsites import CallSites
 from memtui.analysis.live import LifeSpans, life_spans
-from memtui.analysis.steps import step_boundaries
+from memtui.analysis.steps import iteration_marks, step_boundaries
 from memtui.model import DeviceModel, Snapshot
 from memtui.model import actions as act
 
@@ -72,7 +72,7 @@ def trace_evidence(snapshot: Snapshot, dev: DeviceModel, depth: int = 1) -> Trac
     traced = has_trace(dev)
     found: list[bu.FreeBurst] = []
     if traced and n_lives:
-        rounds_of = rounds(trace.action, trace.action == act.ALLOC, life_site, spans.start[:n_lives], steps)
+        rounds_of = rounds(len(trace), steps or _iterations(snapshot, dev))
         found = bu.find_bursts(snapshot, dev, spans, life_site, rounds_of, releases, steps is not None)
     freed_by = np.full(n_lives, -1, np.int64)
     for b in found:
@@ -96,20 +96,20 @@ def stacks_recorded(dev: DeviceModel, releases: ev.FreeStacks) -> str:
     return "all" if releases.has_native(stacks).any() else "python"
 
 
-def rounds(action: np.ndarray, is_alloc: np.ndarray, life_site: np.ndarray, start: np.ndarray,
-           steps: tuple[str, np.ndarray] | None) -> np.ndarray:
-    """For every event, the round an allocation made there belongs to: its step when
-    annotations mark steps, else its run of allocations from one site (reported, never
-    used as evidence: a loop that allocates only at one line is a single run)."""
-    n = len(action)
-    if steps is not None:
-        return np.searchsorted(steps[1], np.arange(n), "left")
-    site_at = np.full(n, -1, np.int64)
-    traced = start >= 0
-    site_at[start[traced]] = life_site[traced]
-    alloc_sites = site_at[is_alloc]
-    new_run = np.ones(len(alloc_sites), bool)
-    new_run[1:] = alloc_sites[1:] != alloc_sites[:-1]
-    run = np.full(n, -1, np.int64)
-    run[is_alloc] = np.cumsum(new_run) - 1
-    return run
+def rounds(n: int, marks: tuple[str, np.ndarray] | None) -> np.ndarray:
+    """For every event, the iteration an allocation made there belongs to: its step when
+    annotations mark steps, else its return to the loop's statement (steps.py); all one
+    when the trace shows no iterations."""
+    if marks is None:
+        return np.zeros(n, np.int64)
+    return np.searchsorted(marks[1], np.arange(n), "left")
+
+
+def _iterations(snapshot: Snapshot, dev: DeviceModel) -> tuple[str, np.ndarray] | None:
+    found = iteration_marks(snapshot, dev)
+    if found is None:
+        return None
+    # A mark at event 0 is an iteration starting with the trace (nothing before it to part).
+    marks = found[2][found[2] > 0] if len(found[2]) and found[2][0] == 0 and dev.trace.action[0] == act.ALLOC \
+        else found[2]
+    return found[1], marks

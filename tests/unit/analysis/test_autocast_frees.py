@@ -1,0 +1,46 @@
+"""Autocast's cast cache, recorded with Python stacks only: one forward's casts of the
+weights are let go together when the autocast block exits, while that forward's
+activations (made at the same line, later) stay for backward. "The newest left alive" is
+the collector's signature only across iterations; inside one, Python stacks cannot
+separate the causes, so the answer is not "cycles"."""
+
+from __future__ import annotations
+
+from memtui.analysis.cycles import find_cycles
+from memtui.open import open_snapshot
+from tests.fixtures.opened import frame, write_snapshot
+
+MIB = 1 << 20
+TORCH = "/venv/lib/python3.12/site-packages/torch"
+
+
+def test_autocast_casts_let_go_at_the_block_exit_are_not_cycles(tmp_path):
+    forward = [{"filename": f"{TORCH}/nn/modules/linear.py", "line": 125, "name": "forward"},
+               {"filename": f"{TORCH}/nn/modules/module.py", "line": 1775, "name": "_call_impl"},
+               frame(30, "train")]
+    exit_ = [{"filename": f"{TORCH}/amp/autocast_mode.py", "line": 380, "name": "__exit__"}, frame(29, "train")]
+    backward = [frame(33, "train")]
+    trace, addr = [], 0x7F0000000000
+    for _step in range(6):
+        casts = []
+        for _ in range(10):  # the weights cast to half, cached for the forward
+            trace.append({"action": "alloc", "addr": addr, "size": 4 * MIB, "frames": forward})
+            casts.append(addr)
+            addr += 4 * MIB
+        acts = []
+        for _ in range(2):  # activations saved for backward, made after the casts
+            trace.append({"action": "alloc", "addr": addr, "size": 8 * MIB, "frames": forward})
+            acts.append(addr)
+            addr += 8 * MIB
+        for a in casts:  # autocast exits: its cache is cleared
+            trace += [{"action": k, "addr": a, "size": 4 * MIB, "frames": exit_}
+                      for k in ("free_requested", "free_completed")]
+        trace.append({"action": "alloc", "addr": addr, "size": MIB, "frames": backward})
+        addr += MIB
+        for a in acts:
+            trace += [{"action": k, "addr": a, "size": 8 * MIB, "frames": backward}
+                      for k in ("free_requested", "free_completed")]
+    snap = open_snapshot(write_snapshot(tmp_path / "autocast.pickle", [], trace))
+    report = find_cycles(snap, snap.devices[0])
+    assert report.verdict != "cycles", [e.text for e in report.evidence]
+    assert not report.bursts
