@@ -85,6 +85,7 @@ def watcher(args) -> None:
     marks: dict[int, float] = {}  # marker size -> arrival of the trace entry
     samples: list[tuple[float, int]] = []  # arrival, allocated on the job's device
     ooms: list[dict] = []
+    oom_state: list[float] = []  # arrival of each state or delta holding an oom entry
     reads: list[float] = []
 
     def hook(state_apply):
@@ -99,6 +100,8 @@ def watcher(args) -> None:
                 lists = (message["snapshot"]["device_traces"] if kind == "state"
                          else list(message["traces"].values()))
                 for entries in lists:  # entries as they travel: [action, addr, size, ...] (memtui.live.wire)
+                    if any(e[0] == "oom" for e in entries):
+                        oom_state.append(now)
                     for e in entries:
                         size = e[2] or 0
                         if e[0] == "alloc" and size >= MARK_BASE and (size - MARK_BASE) % MARK_STEP == 0:
@@ -132,7 +135,7 @@ def watcher(args) -> None:
             print(json.dumps({"frozen": words[1], "seconds": took}), flush=True)
         elif words[0] == "report":
             print(json.dumps({"marks": {str(k): v for k, v in marks.items()}, "samples": samples[-20000:],
-                              "ooms": ooms, "reads": len(reads),
+                              "ooms": ooms, "oom_state": oom_state, "reads": len(reads),
                               "missed": client.state.missed if client else None}), flush=True)
         elif words[0] == "quit":
             break
@@ -312,8 +315,11 @@ def oom(args) -> dict:
                               capture_output=True, text=True, cwd=ROOT)
         infos[name] = json.loads(done.stdout) if done.returncode == 0 else done.stderr
     oom_latency = [o["arrived"] - o["t"] for o in report["ooms"]]
+    oom_state_latency = ([report["oom_state"][0] - report["ooms"][0]["t"]]
+                         if report["oom_state"] and report["ooms"] else [])
     return {"batch_at_oom": batch, "cap_gib": args.cap_gib, "ooms_seen": len(report["ooms"]),
-            "oom_latency_s": oom_latency, "oom_raised_at_minus_observer": (oom_at - report["ooms"][0]["t"])
+            "oom_latency_s": oom_latency, "oom_state_latency_s": oom_state_latency,
+            "oom_raised_at_minus_observer": (oom_at - report["ooms"][0]["t"])
             if report["ooms"] and oom_at else None,
             "freeze_seconds": answer["seconds"], "info": infos}
 
@@ -364,9 +370,115 @@ def ranks(args) -> dict:
             "launcher_status": launcher.returncode, "left_after_exit": len(after), "output_tail": output[-3000:]}
 
 
+# -- the view itself: the watch app, headless, against a job that allocates when told ----------
+def idlejob(args) -> None:
+    """Allocates, frees and runs out of memory when told on stdin; prints the time of each."""
+    import torch
+
+    sys.path.insert(0, ROOT)
+    from memtui.record.serving import live
+
+    torch.cuda.set_per_process_memory_fraction(args.cap_gib * (1 << 30) / torch.cuda.mem_get_info(0)[1])
+    base = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")  # noqa: F841 - memory that stays
+    session = live(max_entries=args.max_entries)
+    print("ready", flush=True)
+    held = None
+    for line in sys.stdin:
+        words = line.split()
+        t = time.time()
+        if words[0] == "alloc":
+            held = torch.empty(int(words[1]), dtype=torch.uint8, device="cuda")
+        elif words[0] == "free":
+            held = None
+        elif words[0] == "oom":
+            try:
+                held = torch.empty(int(args.cap_gib * 2) << 30, dtype=torch.uint8, device="cuda")
+            except torch.cuda.OutOfMemoryError:
+                pass
+        elif words[0] == "quit":
+            break
+        print(json.dumps({"t": t}), flush=True)
+    del held
+    session.stop()
+
+
+def view(args) -> dict:
+    """Time from a GPU allocation (and an OOM) to what the watch app shows, polled every 5 ms."""
+    import asyncio
+
+    sys.path.insert(0, ROOT)
+    from memtui.live.runtime import list_jobs
+    from memtui.tui.screens.live import LiveScreen
+    from memtui.tui.watch_app import WatchApp
+
+    job = subprocess.Popen([sys.executable, os.path.abspath(__file__), "idlejob", "--cap-gib", str(args.cap_gib),
+                            "--max-entries", str(args.max_entries)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           text=True, cwd=ROOT)
+    assert job.stdout.readline().strip() == "ready"
+    jobs = [j for j in list_jobs() if j.pid == job.pid]
+
+    def tell(command: str) -> float:
+        job.stdin.write(command + "\n")
+        job.stdin.flush()
+        return json.loads(job.stdout.readline())["t"]
+
+    result: dict = {"counters": [], "trace": [], "oom": None}
+
+    async def drive() -> None:
+        app = WatchApp(jobs, out_dir=args.out)
+        async with app.run_test(size=(160, 48)) as pilot:
+            while not (isinstance(app.screen, LiveScreen) and app.screen.view is not None):
+                await pilot.pause(0.05)
+            screen = app.screen
+
+            def header() -> str:
+                return str(screen.query_one("#live-header").render())
+
+            def traced(size: int) -> bool:
+                v = screen.view
+                return v is not None and bool((v.device.trace.size.astype("int64") == size).any())
+
+            for k in range(args.idle_marks):
+                size = MARK_BASE + (20_000 + k) * MARK_STEP
+                await pilot.pause(0.3)
+                before = header().split(" alloc ", 1)[-1].split(" res ")[0]
+                sent = await asyncio.to_thread(tell, f"alloc {size}")
+                seen_counter = seen_trace = None
+                deadline = time.time() + 30
+                while (seen_counter is None or seen_trace is None) and time.time() < deadline:
+                    now = time.time()
+                    if seen_counter is None and header().split(" alloc ", 1)[-1].split(" res ")[0] != before:
+                        seen_counter = now
+                    if seen_trace is None and traced(size):
+                        seen_trace = now
+                    await pilot.pause(0.005)
+                result["counters"].append(None if seen_counter is None else seen_counter - sent)
+                result["trace"].append(None if seen_trace is None else seen_trace - sent)
+                await asyncio.to_thread(tell, "free")
+            sent = await asyncio.to_thread(tell, "oom")
+            deadline = time.time() + 30
+            while time.time() < deadline:
+                if screen.query_one("#oom").display:
+                    result["oom"] = time.time() - sent
+                    result["oom_text"] = str(screen.query_one("#oom").render())[:800]
+                    break
+                await pilot.pause(0.005)
+            job.stdin.write("quit\n")
+            job.stdin.flush()
+
+    try:
+        asyncio.run(drive())
+    finally:
+        job.wait(60)
+    for key in ("counters", "trace"):
+        values = [v for v in result[key] if v is not None]
+        result[key + "_summary"] = summary(values, len(result[key]))
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=("costs", "train", "oom", "ranks", "watcher"))
+    parser.add_argument("what", choices=("costs", "train", "oom", "ranks", "watcher", "view", "idlejob"))
     parser.add_argument("--layers", type=int, default=6)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--max-entries", type=int, default=100_000)
@@ -377,10 +489,10 @@ def main() -> None:
     parser.add_argument("--cap-gib", type=float, default=4.0)
     parser.add_argument("--out", default=tempfile.gettempdir())
     args = parser.parse_args()
-    if args.what == "watcher":
-        watcher(args)
+    if args.what in ("watcher", "idlejob"):
+        {"watcher": watcher, "idlejob": idlejob}[args.what](args)
         return
-    result = {"costs": costs, "train": train, "oom": oom, "ranks": ranks}[args.what](args)
+    result = {"costs": costs, "train": train, "oom": oom, "ranks": ranks, "view": view}[args.what](args)
     print(json.dumps(result))
 
 

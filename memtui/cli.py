@@ -62,7 +62,7 @@ class FrontEnds:
 
         return run_diff_app(diff, cache_root=self.cache_root)
 
-    def watch(self, jobs: list, out_dir: str = ".") -> int:
+    def watch(self, jobs: list, out_dir: str | None = ".") -> int:
         from memtui.tui.watch_app import run_watch_app
 
         return run_watch_app(jobs, out_dir, cache=self.cache)

@@ -26,7 +26,9 @@ MAX_TOKEN_CHARS = 256
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("snapshot", help="snapshot file to serve")
+    parser.add_argument("snapshot", nargs="?", help="snapshot file to serve (with --watch: which live job, optional)")
+    parser.add_argument("--watch", action="store_true",
+                        help="serve the live view of a running job (memtui watch) instead of a snapshot file")
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to bind (default 127.0.0.1: only this machine; use ssh -L from a laptop)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
@@ -113,6 +115,19 @@ def banner_lines(name: str, host: str, port: int, token: str | None, export_dir:
     return lines
 
 
+def watched(target: str | None) -> tuple[str, str]:
+    """The target of ``--watch`` and how the banner names it; one line if no live job matches now."""
+    from memtui.live.runtime import list_jobs, runtime_dir, select_jobs
+
+    jobs = list_jobs(runtime_dir(create=False))
+    chosen = select_jobs(jobs, target) if target else jobs
+    if not chosen:
+        what = f"matches {target!r}" if target else "is running"
+        raise UsageError(f"no live job {what}: start one with 'memtui run --live script.py', "
+                         "memtui.record.live() or MEMTUI_LIVE=1 ('memtui watch --list' shows them)")
+    return target or "", f"the live view of {chosen[-1].name}" if len(chosen) == 1 else "the live view"
+
+
 def run(args) -> int:
     server_class = args.front_ends.snapshot_server()  # a missing textual-serve is said first
     if not 0 < args.port < 65536:
@@ -122,12 +137,17 @@ def run(args) -> int:
         if not os.path.isdir(args.export_dir):
             raise UsageError(f"--export-dir {args.export_dir}: not a directory")
         export_dir = os.path.realpath(args.export_dir)
-    info = inspect_source(args.snapshot)  # a bad file fails here, with one line, not in each tab
+    if args.watch:
+        source, name = watched(args.snapshot)
+    else:
+        if not args.snapshot:
+            raise UsageError("memtui serve needs a snapshot file (or --watch for a running job)")
+        source = inspect_source(args.snapshot).path  # a bad file fails here, with one line, not in each tab
+        name = source.rsplit("/", 1)[-1]
     token = choose_token(args)
-    name = info.path.rsplit("/", 1)[-1]
-    server = server_class(snapshot_path=info.path, host=args.host, port=args.port, token=token,
+    server = server_class(snapshot_path=source, host=args.host, port=args.port, token=token,
                           max_sessions=args.max_sessions, export_dir=export_dir,
-                          allowed_hosts=frozenset(args.allow_host),
+                          allowed_hosts=frozenset(args.allow_host), watch=args.watch,
                           banner=banner_lines(name, args.host, args.port, token, export_dir))
     try:
         server.serve()

@@ -23,7 +23,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--list", action="store_true", help="list the live jobs and exit")
     parser.add_argument("--status", action="store_true", help="print each job's memory now and exit")
     parser.add_argument("--json", action="store_true", help="with --list or --status: JSON")
-    parser.add_argument("--out", default=".", metavar="DIR", help="where frozen and saved snapshots go (default: .)")
+    saves = parser.add_mutually_exclusive_group()
+    saves.add_argument("--out", default=".", metavar="DIR", help="where frozen and saved snapshots go (default: .)")
+    saves.add_argument("--no-save", action="store_true",
+                       help="write no file: a freeze opens in the explorer only (memtui serve --watch uses it)")
 
 
 def job_rows(jobs) -> list[dict]:
@@ -58,7 +61,7 @@ def run(args) -> int:
                     print(f"pid {s['pid']}{rank} device {d['device']}: allocated {format_bytes(d['allocated'])}, "
                           f"reserved {format_bytes(d['reserved'])}, headroom {headroom}")
         return 0
-    return args.front_ends.watch(chosen, args.out)
+    return args.front_ends.watch(chosen, None if args.no_save else args.out)
 
 
 def print_list(jobs, folder: str) -> None:

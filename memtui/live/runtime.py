@@ -69,7 +69,6 @@ class JobInfo:
     argv: list[str] = field(default_factory=list)
     job: str = ""  # what groups the ranks of one launch (torchrun's run id, else the pid)
     host: str = ""
-    tcp: str = ""  # host:port when the job also serves over TCP (then with a token)
 
     @property
     def name(self) -> str:

@@ -19,7 +19,7 @@ class WatchApp(ExplorerApp):
     TITLE = "memtui watch"
     BINDINGS = [*app_keys("Quit", ctrl_c="quit"), Binding("backspace", "back_to_live", "Back to live", show=False)]
 
-    def __init__(self, jobs: list[JobInfo], out_dir: str = ".", cache: ModelCache | None = None) -> None:
+    def __init__(self, jobs: list[JobInfo], out_dir: str | None = ".", cache: ModelCache | None = None) -> None:
         super().__init__(cache=cache)
         self.jobs = jobs
         self.out_dir = out_dir
@@ -42,7 +42,7 @@ class WatchApp(ExplorerApp):
             self.pop_screen()
 
 
-def run_watch_app(jobs: list[JobInfo], out_dir: str = ".", cache: ModelCache | None = None) -> int:
+def run_watch_app(jobs: list[JobInfo], out_dir: str | None = ".", cache: ModelCache | None = None) -> int:
     app = WatchApp(jobs, out_dir, cache)
     try:
         return run_explorer(app, cache.root if cache is not None else None)

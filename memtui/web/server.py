@@ -46,10 +46,16 @@ class ServeOptions:
     max_sessions: int
     export_dir: str | None
     allowed_hosts: frozenset[str] = field(default_factory=frozenset)
+    watch: bool = False  # serve `memtui watch` (snapshot_path is then its target, or "")
 
 
 def app_command(options: ServeOptions) -> str:
     """The shell command textual-serve runs for each browser session."""
+    if options.watch:
+        # The live view: frozen and saved snapshots are written only where --export-dir says.
+        saves = ["--out", options.export_dir] if options.export_dir else ["--no-save"]
+        target = [options.snapshot_path] if options.snapshot_path else []
+        return shlex.join([sys.executable, "-m", "memtui", "watch", *target, *saves])
     exports = ["--export-dir", options.export_dir] if options.export_dir else ["--no-export"]
     return shlex.join([sys.executable, "-m", "memtui", os.path.abspath(options.snapshot_path), *exports])
 
@@ -66,7 +72,8 @@ class SnapshotServer(Server):
 
     def __init__(self, *, banner: list[str], **options) -> None:
         options = ServeOptions(**options)
-        name = os.path.basename(options.snapshot_path)
+        name = (f"watch {options.snapshot_path}".strip() if options.watch
+                else os.path.basename(options.snapshot_path))
         super().__init__(app_command(options), host=options.host, port=options.port, title=f"memtui: {name}")
         self.options = options
         self.banner = banner

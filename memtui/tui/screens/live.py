@@ -59,7 +59,7 @@ class LiveScreen(Screen):
         Binding("tab", "focus_next", "Next pane", show=False),
     ]
 
-    def __init__(self, jobs: list[JobInfo], out_dir: str = ".") -> None:
+    def __init__(self, jobs: list[JobInfo], out_dir: str | None = ".") -> None:
         super().__init__()
         self.jobs = jobs
         self.out_dir = out_dir
@@ -282,9 +282,16 @@ class LiveScreen(Screen):
         if snapshot is None:
             self.post_message(SnapshotSaved(None, "the job did not answer the freeze (it may have ended)"))
             return
+        if self.out_dir is None:  # saving is off (a browser session without --export-dir): explore it only
+            name = os.path.basename(client.job.argv[0]) if client.job.argv else "live"
+            self.app.call_from_thread(self.app.open_file, lambda progress: build_live_model(snapshot, name))
+            return
         self._write(snapshot, "frozen", open_after=True)
 
     def action_save(self) -> None:
+        if self.out_dir is None:
+            self.status.say("saving is off here (memtui serve --export-dir DIR allows it)", warning=True)
+            return
         client = self.client
         if client is None or not client.state.has_state:
             self.status.say("nothing received yet to save", warning=True)
