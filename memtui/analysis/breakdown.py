@@ -198,6 +198,23 @@ def breakdown(snapshot: Snapshot, dev: DeviceModel, table: CategoryTable, live: 
                      {name: int(count[c]) for c, name in enumerate(names)}, per_category, overall)
 
 
+def unknown_note(result: Breakdown) -> str | None:
+    """Why some memory is `unknown`, true of every row that holds some: rows without a
+    stack, and rows with one that no rule places (a trace that keeps no stacks for its
+    events, a thread without Python frames outside backward())."""
+    rows = [site for site in result.sites if site.categories.get("unknown")]
+    if not result.categories.get("unknown"):
+        return None
+    # Rows past the top ones shown are not known here: then both reasons are given.
+    stackless = any(site.label == "(no stack)" for site in rows) or not rows
+    stacked = any(site.label != "(no stack)" for site in rows) or not rows
+    reasons = (["recorded without a stack"] if stackless else []) + (
+        ["with a stack that no rule places (the trace keeps no stack for when it was made and freed, or a thread"
+         " without Python frames outside backward())"] if stacked else [])
+    return ("unknown: allocations " + ", or ".join(reasons) + " (see the Categories section of"
+            " docs/analyses.md)")
+
+
 def _short_frame(frame: dict) -> str:
     filename, name = frame["filename"], frame["name"]
     if is_native_frame(filename):

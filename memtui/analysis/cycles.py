@@ -175,7 +175,7 @@ def find_cycles(snapshot: Snapshot, dev: DeviceModel, depth: int = 1) -> CycleRe
             rounds=max(g.rounds for g in groups),
             order=_order(start[lives], stop[lives]),
             sites=[sites.label(g.site) for g in groups],
-            collected_at=sites.label(sites.of_stack(int(trace.stack[first]))),
+            collected_at=_freed_most_at(trace, sites, stop[lives], size[lives]),
             cause=best.cause, confidence=_weakest(g.confidence for g in groups if g.cause == best.cause),
             evidence=_unique(e for g in groups for e in g.evidence))
         (report.bursts if mine else report.other_bursts).append(burst)
@@ -186,6 +186,14 @@ def find_cycles(snapshot: Snapshot, dev: DeviceModel, depth: int = 1) -> CycleRe
     peak = int(curve.max()) if len(curve) else 0
     _decide(report, found, cycle_groups, _oom_piles(dev, spans, life_site, sites, found), peak)
     return report
+
+
+def _freed_most_at(trace, sites: CallSites, freed_at: np.ndarray, sizes: np.ndarray) -> str:
+    """Where the program was when the burst freed: the line whose frees let go of the most
+    bytes (the first free's line can be a stray one freed on the way)."""
+    where = sites.of_stacks(trace.stack[freed_at]).astype(np.int64)
+    ids, inverse = np.unique(where, return_inverse=True)
+    return sites.label(int(ids[np.argmax(np.bincount(inverse, weights=sizes.astype(np.float64)))]))
 
 
 def _weakest(confidences) -> str:

@@ -15,6 +15,7 @@ from memtui.analysis.breakdown import (
     live_from_spans,
     resolve_moment,
     step_peaks,
+    unknown_note,
 )
 from memtui.analysis.callsites import CallSites
 from memtui.analysis.categories import CategoryTable, categorize
@@ -87,9 +88,9 @@ def run(args) -> int:
         lines += [""] + format_tree(root, report.table.names, args.min_share / 100, short_names=SHORT)
     if steps is not None:
         lines += [""] + step_lines(steps)
-    if result.categories.get("unknown"):
-        lines += ["", "unknown: allocations recorded without a stack that nothing else places (see the "
-                      "Categories section of docs/analyses.md)"]
+    note = unknown_note(result)
+    if note:
+        lines += ["", note]
     print("\n".join(lines))
     return 0
 

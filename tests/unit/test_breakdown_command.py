@@ -181,3 +181,13 @@ def test_every_bundled_sample(path, capsys):
         out = run_json([path, "--by", by, "--at", "end"], capsys)
         assert sum(out["categories"].values()) == out["allocated"]
     assert run([path, "--steps"], capsys).strip()
+
+
+def test_the_unknown_note_is_true_of_rows_with_stacks(capsys):
+    # context="state": the blocks have stacks, the trace's events none; the rows that hold
+    # unknown memory have a call site, so "recorded without a stack" alone is false.
+    path = SAMPLES / "recorded" / "context_state.pickle.xz"
+    assert main(["breakdown", str(path), "--by", "site", "--no-cache"]) == 0
+    out = capsys.readouterr().out
+    note = next(line for line in out.splitlines() if line.startswith("unknown:"))
+    assert "with a stack that no rule places" in note

@@ -44,3 +44,22 @@ def test_autocast_casts_let_go_at_the_block_exit_are_not_cycles(tmp_path):
     report = find_cycles(snap, snap.devices[0])
     assert report.verdict != "cycles", [e.text for e in report.evidence]
     assert not report.bursts
+
+
+def test_a_burst_is_named_by_the_line_that_freed_most(tmp_path):
+    # One stray 1 MiB free at line 50, then 4 GiB let go at line 60, back to back.
+    trace, addr = [], 0x7F0000000000
+    sizes = [MIB] + [512 * MIB] * 8 + [MIB] * 3
+    for size in sizes:
+        trace.append({"action": "alloc", "addr": addr, "size": size, "frames": [frame(10, "make")]})
+        addr += size
+    addr = 0x7F0000000000
+    for k, size in enumerate(sizes):
+        where = [frame(50 if k == 0 else 60 if size > MIB else 70, "drop")]
+        trace += [{"action": a, "addr": addr, "size": size, "frames": where} for a in ("free_requested",
+                                                                                      "free_completed")]
+        addr += size
+    snap = open_snapshot(write_snapshot(tmp_path / "burst.pickle", [], trace))
+    report = find_cycles(snap, snap.devices[0])
+    (burst,) = report.bursts + report.other_bursts
+    assert burst.collected_at.startswith("/home/u/train.py:60")
