@@ -14,7 +14,7 @@ from memtui.allocator.replay import replay
 from memtui.allocator.settings import parse_conf
 from memtui.analysis.whatif_requests import build_requests
 from memtui.open import open_snapshot
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, sample_files, scenario_files, whatif_files
 
 pytestmark = pytest.mark.skipif(not native_replay.available, reason="memtui built without its compiled part")
 
@@ -28,10 +28,9 @@ def outcome(o):
             o.series_allocated.tolist())
 
 
-def test_compiled_and_python_replays_agree_on_every_sample():
+def compare_on(files) -> int:
     compared = 0
-    # A scenario recorded with C++ stacks (_all) makes the same requests as its Python twin (_py).
-    for path in sorted(p for p in SAMPLES.rglob("*.pickle*") if not p.name.endswith("_all.pickle.xz")):
+    for path in files:
         snapshot = open_snapshot(path)
         for dev in snapshot.devices:
             if not len(dev.trace):
@@ -47,7 +46,18 @@ def test_compiled_and_python_replays_agree_on_every_sample():
                     compiled = replay(requests, parse_conf(conf), native=True, **kw)
                     assert outcome(compiled) == outcome(python), (path.name, conf, limit, per_process)
                     compared += 1
-    assert compared > 600
+    return compared
+
+
+def test_compiled_and_python_replays_agree_on_every_sample():
+    # A scenario recorded with C++ stacks (_all) makes the same requests as its Python twin (_py).
+    files = sample_files() + [p for p in scenario_files() if not p.name.endswith("_all.pickle.xz")]
+    assert compare_on(files) > 600
+
+
+@pytest.mark.slow
+def test_compiled_and_python_replays_agree_on_the_whatif_truth_set():
+    assert compare_on(whatif_files()) > 300
 
 
 def test_a_trace_that_starts_mid_run_agrees_too():
