@@ -34,7 +34,9 @@ def key_reference() -> list[tuple[str, list[tuple[str, str]]]]:
     from memtui.tui.app import MemtuiApp
     from memtui.tui.screens.breakdown import BreakdownScreen
     from memtui.tui.screens.detail import DetailScreen
+    from memtui.tui.screens.live import LiveScreen
     from memtui.tui.screens.main import SCREEN_KEYS
+    from memtui.tui.watch_app import WatchApp
     from memtui.tui.widgets.breakdown_pane import BreakdownPane
     from memtui.tui.widgets.call_tree import CallTree
     from memtui.tui.widgets.event_log import EventLog
@@ -54,6 +56,8 @@ def key_reference() -> list[tuple[str, list[tuple[str, str]]]]:
         ("Breakdown pane (b)", _rows(BreakdownPane.BINDINGS)),
         ("Breakdown screen (B)", _rows(BreakdownScreen.BINDINGS)),
         ("Call tree", _rows(CallTree.BINDINGS)),
+        ("memtui watch (docs/watch.md)", _rows(LiveScreen.BINDINGS)
+         + _rows([b for b in WatchApp.BINDINGS if isinstance(b, Binding) and b.action == "back_to_live"])),
     ]
 
 
