@@ -164,7 +164,11 @@ def live(*, max_entries: int = DEFAULT_MAX_ENTRIES, stacks: str = "python", cont
                    devices=[home], started=time.time(), argv=list(sys.argv), job=job_id(),
                    host=os.uname().nodename)
     budget = trace_budget if trace_budget is not None else trace_budget_from_env()
-    server = LiveServer(TorchProbe(torch, home), info, interval=interval, trace_budget=budget,
+    probe = TorchProbe(torch, home)
+    # Once here, in the job's own thread: whatever torch imports on a first call is imported now,
+    # not later in the server's thread while the job's thread may be importing too.
+    probe.counters()
+    server = LiveServer(probe, info, interval=interval, trace_budget=budget,
                         on_error=lambda text: print(f"memtui: {text}", file=sys.stderr, flush=True))
     server.start()
     _current = LiveSession(server, session)
