@@ -178,6 +178,7 @@ class Stepper:
                     out.stopped_at = event
                     self.finished = True
                 else:
+                    block.slot = slot_col[k]
                     slots[slot_col[k]] = block
                     if sim.reserved > out.reserved_peak:
                         _note_peak(sim, out, event)

@@ -16,6 +16,7 @@ ANALYSIS_KEYS = [
     ("C", "analysis('cycles')", "Reference cycles", False),
     ("D", "analysis('diff')", "Diff: cursor vs end", False),
     ("R", "analysis('ranks')", "Compare ranks", False),
+    ("W", "analysis('whatif')", "What if: other allocator settings", False),
 ]
 ANALYSIS_PALETTE = [
     ("show_all_events", "Show all events", "Clear the call-site filter that an analysis put on the event log"),
@@ -38,6 +39,10 @@ def analysis_screen(name: str, view: DeviceView, cursor: int) -> Screen:
         return CyclesReportScreen(view)
     if name == "diff":
         return _diff_screen(view, cursor)
+    if name == "whatif":
+        from memtui.tui.screens.whatif_report import WhatIfReportScreen
+
+        return WhatIfReportScreen(view)
     from memtui.tui.screens.ranks_report import RanksReportScreen
 
     return RanksReportScreen(view)

@@ -86,6 +86,14 @@ class AnalysisFailed(Message):
 
 
 @dataclass
+class SimulatedStateReady(Message):
+    """The allocator model's state after ``event`` (the what-if screen's segment map)."""
+
+    event: int
+    state: object
+
+
+@dataclass
 class SummaryProgress(Latest):
     """Rank summaries: ``done`` of ``total`` files read, ``failed`` of them unreadable."""
 
