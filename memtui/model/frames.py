@@ -197,6 +197,17 @@ class FrameTable:
         """``file:line function`` for one frame."""
         return f"{self.filename_of(fid)}:{int(self.line[fid])} {self.name_of(fid)}"
 
+    def text_matches(self, needle: str) -> np.ndarray:
+        """Per frame: does ``needle`` (any case) occur in the frame as shown,
+        ``filename:line function``. The one rule for "frames mentioning this text": what the
+        event log shows (``oom.py:6``, ``optimizer.py:76 step``) is found by the filter's
+        ``frame:`` and by the explorer's ``/`` alike."""
+        needle = needle.lower()
+        strings = self.strings
+        return np.fromiter(
+            (needle in f"{strings[int(f)].lower()}:{int(line)} {strings[int(name)].lower()}"
+             for f, line, name in zip(self.filename, self.line, self.name)), bool, len(self.filename))
+
     def label_text(self, fid: int, short: bool = False) -> str:
         """How a label frame reads: ``file:line function`` (``short``: the file's name without
         its folder), for a C++ frame ``AddmmBackward0 (backward) [C++]``, and for a line of a

@@ -294,14 +294,7 @@ def term_func(ctx: EvalContext, term: Term) -> np.ndarray:
 
 def term_frame(ctx: EvalContext, term: Term) -> np.ndarray:
     """Substring of a frame as shown: ``filename:line function``."""
-    text = term.value
-    frames = ctx.snapshot.frames
-    lower = ctx.lower_strings()
-    match = np.fromiter(
-        (text in f"{lower[int(f)]}:{int(line)} {lower[int(name)]}"
-         for f, line, name in zip(frames.filename, frames.line, frames.name)),
-        bool, len(frames))
-    return ctx.events_with_stack(match)
+    return ctx.events_with_stack(ctx.snapshot.frames.text_matches(term.value))
 
 
 # -- lifetimes ------------------------------------------------------------------------------------

@@ -66,12 +66,10 @@ def _address_result(query: str, device: int, matches: list[Match], versioned: bo
 
 
 def frame_text_search(snapshot: Snapshot, device: int, query: str) -> SearchResult:
-    """Events whose stack has a frame whose filename or function contains ``query`` (any case)."""
-    frames = snapshot.frames
-    needle = query.lower()
-    strings = snapshot.strings
-    hit_string = np.array([needle in s.lower() for s in strings.values], bool)
-    frame_hit = hit_string[frames.filename] | hit_string[frames.name] if len(frames.filename) else np.zeros(0, bool)
+    """Events whose stack has a frame that, shown as ``filename:line function``, contains
+    ``query`` (any case): what the event log shows (``oom.py:6``) is found, as the filter's
+    ``frame:`` finds it (FrameTable.text_matches)."""
+    frame_hit = snapshot.frames.text_matches(query)
     if not frame_hit.any():
         return SearchResult(query, "none", device, message=f"not found: no frame mentions '{query}'")
     stack_hit = stacks_with_frames(snapshot, frame_hit)

@@ -151,3 +151,19 @@ def test_source_lines_are_shown_when_the_file_exists(tmp_path: Path):
     assert "line_88 = 88" in shown and "line_86 = 86" in shown and "line_90 = 90" in shown
     hidden = event_lines(view, 1, state, InspectOptions(show_source=False))
     assert "line_88" not in "\n".join("".join(t for t, _ in line) for line in hidden)
+
+
+def test_slash_finds_what_the_log_shows_as_the_filter_does():
+    # The log shows frames as `file:line function`; `/` finds `oom_uncaught.py:8` as the
+    # filter's frame: does, and a function name alone still matches.
+    from memtui.open import open_snapshot
+    from memtui.query import compile_filter
+    from tests.conftest import SAMPLES
+
+    snapshot = open_snapshot(SAMPLES / "run" / "oom_uncaught.oom.pickle.xz")
+    device = snapshot.default_device()
+    hit = run_search(snapshot, device, "oom_uncaught.py:8")
+    assert hit.kind == "text" and len(hit.events)
+    assert np.array_equal(compile_filter('frame:"oom_uncaught.py:8"').indices(snapshot, device), hit.events)
+    assert run_search(snapshot, device, "<module>").kind == "text"
+    assert run_search(snapshot, device, "oom_uncaught.py:9999").kind == "none"
