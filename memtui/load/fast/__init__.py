@@ -174,7 +174,33 @@ def _feed_all(scanner, info, relay) -> int:
             raise FastFallback(f"{type(exc).__name__}: {str(exc)[:200]}") from None
 
 
+def _check_detached(root: dict) -> None:
+    """Refuse (fall back) when anything but the root's own ``device_traces`` reaches the
+    list of traces or a trace: such a reference would show the scanner's placeholders
+    where the reference decoder shows the traces (a memo reference to the root dict, say,
+    from inside a segment). Iterative: a file can nest values arbitrarily deep."""
+    traces = root.get("device_traces")
+    seen = {id(root), id(traces)}
+    todo = [value for key, value in root.items() if key != "device_traces"]
+    while todo:
+        obj = todo.pop()
+        kind = type(obj)
+        if kind is not dict and kind is not list and kind is not tuple:
+            if kind.__name__ == "PyCapsule":
+                raise FastFallback("a device trace is referred to outside the list of traces")
+            continue
+        if obj is root or obj is traces:
+            raise FastFallback("the list of device traces is referred to outside the root")
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        todo.extend(obj.values() if kind is dict else obj)
+        if kind is dict:
+            todo.extend(obj.keys())
+
+
 def _scanned(result: dict) -> Scanned:
+    _check_detached(result["root"])
     traces = []
     for t in result["traces"]:
         columns = {name: np.frombuffer(t[name][0], _WIDTHS[t[name][1]]) for name in INT_COLUMNS}
