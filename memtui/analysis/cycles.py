@@ -36,6 +36,7 @@ from memtui.analysis.callsites import CallSites
 from memtui.analysis.live import LifeSpans, allocated_curve
 from memtui.analysis.trace_evidence import trace_evidence
 from memtui.model import DeviceModel, Snapshot
+from memtui.model import actions as act
 from memtui.units import format_bytes, plural
 
 MIN_BURST = bu.MIN_BURST
@@ -184,7 +185,8 @@ def find_cycles(snapshot: Snapshot, dev: DeviceModel, depth: int = 1) -> CycleRe
         report.bounded = _bounded(report.bursts)
         report.ooms_while_accumulating = _ooms_while_waiting(dev, spans, life_site, cycle_groups)
     peak = int(curve.max()) if len(curve) else 0
-    _decide(report, found, cycle_groups, _oom_piles(dev, spans, life_site, sites, found), peak)
+    frees = int(np.count_nonzero(np.isin(trace.action, (act.FREE_COMPLETED, act.FREE))))
+    _decide(report, found, cycle_groups, _oom_piles(dev, spans, life_site, sites, found), peak, frees)
     return report
 
 
@@ -215,7 +217,7 @@ def _unique(items) -> list:
 
 
 def _decide(report: CycleReport, found: list[bu.FreeBurst], cycle_groups: list, piles: list[dict],
-            peak: int) -> None:
+            peak: int, frees: int) -> None:
     """The verdict, its confidence, the evidence and the alternatives weighed."""
     e, alt = report.evidence, report.alternatives
     by_cause: dict[str, list[bu.SiteGroup]] = {}
@@ -275,6 +277,11 @@ def _decide(report: CycleReport, found: list[bu.FreeBurst], cycle_groups: list, 
             e.append(ev.Evidence(f"{plural(len(found), 'burst')} of frees, none freeing {MIN_SITE_LIVES} or more"
                                  " allocations of one call site: no pile the collector gave back", NO_CYCLES,
                                  int(found[0].index)))
+        elif frees < MIN_BURST and not piles:
+            # A trace with fewer frees than a burst holds could not have shown one.
+            report.verdict, report.confidence = CANNOT_TELL, "low"
+            e.append(ev.Evidence(f"the trace holds only {plural(frees, 'free')}, fewer than one burst ({MIN_BURST}):"
+                                 " it is too short to show what the collector does", CANNOT_TELL))
         else:
             _no_bursts(report, piles)
         alt.append({"verdict": "reference cycles",

@@ -129,3 +129,16 @@ def test_growth_that_has_not_stopped_is_not_a_plateau():
     assert KINDS[int(kinds[0])] == "rising"
     row = np.array([[1, 2, 3, 4] + [5] * 16])
     assert KINDS[int(classify_growth(row)[0][0])] == "plateau"
+
+
+def test_a_trace_too_short_to_hold_a_burst_cannot_tell_about_cycles(tmp_path):
+    # A dump whose ring buffer kept one free (a public OOM-time dump): no burst could have
+    # been seen, so "no cycles" would be unearned.
+    from memtui.analysis.cycles import find_cycles
+
+    t = Trace()
+    t.free(0x7F0000000000, MIB, [frame(5, "<module>")])
+    snap = open_snapshot(write_snapshot(tmp_path / "short.pickle", [], t.entries))
+    report = find_cycles(snap, snap.devices[0])
+    assert report.verdict == "cannot tell" and report.to_json()["cycles_suspected"] is None
+    assert "too short" in report.evidence[0].text
