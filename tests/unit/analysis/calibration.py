@@ -109,7 +109,7 @@ def calibration_table(scored: list[Scored], split: str) -> str:
             right = sum(s.right for s in at)
             share = f"{100 * right / len(at):.0f}%" if at else "-"
             bound = f"{100 * wilson_lower(right, len(at)):.0f}%" if at else "-"
-            kept = "-" if not at else "kept" if right >= PROMISE[level] * len(at) else "**broken**"
+            kept = "-" if not at else "met" if right >= PROMISE[level] * len(at) else "**broken**"
             lines.append(f"| {analysis} | {level} | {len(at)} | {right} | {share} | {bound} | {kept} (>= "
                          f"{PROMISE[level]:.0%}) |")
         told = sum(1 for s in mine if s.score.verdict == "cannot tell" or s.score.confidence == "low")

@@ -1,0 +1,39 @@
+"""Confidence is a promise (tests/unit/analysis/calibration.py): no verdict given at high or
+medium confidence is wrong on any file whose truth is known, build or held out, and
+docs/analyses.md carries the calibration tables as computed here."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from tests.conftest import ROOT, SHARED
+from tests.unit.analysis.calibration import all_scored, calibration_table, heldout_files, wrong_confident
+
+DOCS = ROOT / "docs" / "analyses.md"
+
+
+@functools.cache
+def scored():
+    return all_scored()
+
+
+def test_no_high_confidence_verdict_is_wrong_anywhere():
+    wrong = [s for s in wrong_confident(scored()) if s.score.confidence == "high"]
+    assert not wrong, [(s.split, s.score.file, s.score.analysis, s.score.verdict, s.score.truth) for s in wrong]
+
+
+def test_each_level_keeps_its_promise_on_the_build_files():
+    table = calibration_table(scored(), "build")
+    assert "**broken**" not in table, table
+
+
+def test_docs_carry_the_calibration_tables():
+    if not SHARED.is_dir():
+        pytest.skip("the build tables count the shared snapshots too")
+    text = DOCS.read_text()
+    assert calibration_table(scored(), "build") in text, "docs/analyses.md: paste `python -m " \
+                                                        "tests.unit.analysis.calibration`"
+    if any(truth["split"] == "heldout" for _, _, truth in heldout_files()):
+        assert calibration_table(scored(), "heldout") in text
