@@ -21,6 +21,7 @@ from memtui.allocator.replay import Outcome, Requests, replay
 from memtui.allocator.settings import AllocatorSettings, parse_conf, settings_of_snapshot
 from memtui.allocator.simulator import allocation_size, round_size
 from memtui.analysis.whatif_requests import build_requests, recorded_segment_events
+from memtui.errors import UsageError
 from memtui.model import DeviceModel, Snapshot
 from memtui.model import actions as act
 from memtui.units import format_bytes as format_size
@@ -101,13 +102,16 @@ class WhatIf:
     fidelity: Fidelity
     scenarios: list[Scenario] = field(default_factory=list)  # ranked, best first
     advice: str = ""
+    # The trace starts mid-run: the replay starts from the layout the recorded allocator had made.
+    starts_mid_run: bool = False
 
     def to_json(self) -> dict:
         return {
             "device": self.device,
             "recorded": {"settings": self.recorded_settings, "reserved_peak": self.recorded_peak,
                          "oom_event": self.recorded_oom, "cap_bytes": self.limit.bytes,
-                         "cap_source": self.limit.source, "cap_note": self.limit.note},
+                         "cap_source": self.limit.source, "cap_note": self.limit.note,
+                         "starts_mid_run": self.starts_mid_run},
             "fidelity": self.fidelity.to_json(),
             "scenarios": [s.to_json() for s in self.scenarios],
             "advice": self.advice,
@@ -133,6 +137,9 @@ def what_if(snapshot: Snapshot, device: int, confs: list[str] | None = None, cap
             progress: ProgressFn | None = None, workers: int | None = None, min_cap: bool = True) -> WhatIf:
     """Replay the device's requests under each of ``confs`` (None: the candidates)."""
     dev = snapshot.device(device)
+    if dev.partial_trace:
+        raise UsageError("this export holds part of the recording's trace: its requests cannot be replayed"
+                         " (replay the source snapshot)")
     recorded_conf, recorded = settings_of_snapshot(snapshot.allocator_settings)
     requests = build_requests(dev)
     limit = derive_limit(dev, requests, cap)
@@ -141,7 +148,8 @@ def what_if(snapshot: Snapshot, device: int, confs: list[str] | None = None, cap
     parsed = [(text, parse_conf(text)) for text in given]  # bad settings fail before any work
     recorded_peak = recorded_reserved_peak(dev, requests)
     ooms = dev.oom_indices()
-    result = WhatIf(device, recorded_conf, recorded_peak, int(ooms[0]) if len(ooms) else None, limit, fidelity)
+    result = WhatIf(device, recorded_conf, recorded_peak, int(ooms[0]) if len(ooms) else None, limit, fidelity,
+                    starts_mid_run=bool(requests.initial))
     jobs = [(text, settings, limit, settings == recorded, min_cap) for text, settings in parsed]
     result.scenarios = _run_all(requests, jobs, progress, workers)
     result.scenarios.sort(key=_rank)
@@ -356,6 +364,8 @@ class OomReplay:
 
 def replay_ooms(snapshot: Snapshot, dev: DeviceModel) -> OomReplay:
     """Replay up to the last recorded OOM under the settings most often suggested."""
+    if dev.partial_trace:
+        return OomReplay(None, {})
     recorded_conf, recorded = settings_of_snapshot(snapshot.allocator_settings)
     requests = build_requests(dev)
     limit = derive_limit(dev, requests, None)

@@ -56,6 +56,9 @@ def text_lines(w: WhatIf) -> list[str]:
                  f" {f(w.recorded_peak)}{oom}")
     lines.append(f"limit: {f(w.limit.bytes) if w.limit.bytes is not None else 'none'} ({w.limit.source})"
                  + (f": {w.limit.note}" if w.limit.note else ""))
+    if w.starts_mid_run:
+        lines.append("the trace starts mid-run: every replay starts from the layout the recorded allocator had made by"
+                     " its first event; a setting changes only what happens after")
     fid = w.fidelity
     if not fid.checked:
         lines.append(f"fidelity: not checked ({fid.note}); the figures below are the model's alone")

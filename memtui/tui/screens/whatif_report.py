@@ -37,6 +37,8 @@ class WhatIfReportScreen(AnalysisScreen):
         limit = result.limit
         lines.append(f"limit: {f(limit.bytes) if limit.bytes is not None else 'none'} ({limit.source})"
                      + (f": {limit.note}" if limit.note else ""))
+        if result.starts_mid_run:
+            lines.append("the trace starts mid-run: the replays start from the recorded layout at its first event")
         fid = result.fidelity
         if not fid.checked:
             lines.append(f"fidelity: not checked ({fid.note}): the figures are the model's alone")
