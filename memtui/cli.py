@@ -1,14 +1,17 @@
 """Command line entry point.
 
 ``memtui SNAP`` opens the explorer; ``memtui COMMAND ...`` runs a headless command.
-Each command lives in its own module under ``memtui.commands`` (``NAME``, ``HELP``,
-``add_arguments(parser)``, ``run(args) -> int``) and is found by name, so adding one
-never touches this file. Textual is imported only when the explorer opens.
+Each analysis of :data:`memtui.services.catalog.SPECS` is a command made from its spec
+(:class:`memtui.commands._analysis.SpecCommand`); the other commands, and analyses with
+flags of the command line's own, live in their own module under ``memtui.commands``
+(``NAME``, ``HELP``, ``add_arguments(parser)``, ``run(args) -> int``). Both are found by
+name, so adding one never touches this file. Textual is imported only when the explorer
+opens.
 
 The cache options are read once, here: the command gets the model cache as
 ``args.model_cache`` and the interactive front ends as ``args.front_ends``, which sit
 above the commands (``memtui.tui``, ``memtui.web``) and so are handed down to them rather
-than imported by them.
+than imported by them. So is the MCP server (``memtui.mcp``), a front end beside them.
 """
 
 from __future__ import annotations
@@ -67,6 +70,17 @@ class FrontEnds:
 
         return run_watch_app(jobs, out_dir, cache=self.cache)
 
+    def mcp_server(self):
+        """The MCP server's ``serve(roots, cache)`` (:func:`memtui.mcp.server.serve`)."""
+        try:
+            from memtui.mcp.server import serve
+        except ImportError as exc:
+            if exc.name is None or exc.name.split(".")[0] == "memtui":
+                raise  # a bug in memtui, not a missing package
+            missing = "" if exc.name.split(".")[0] == "mcp" else f" ({exc.name} is missing)"
+            raise MissingDependencyError(f"memtui mcp needs the MCP SDK{missing}: pip install 'memtui[mcp]'") from None
+        return serve
+
     def snapshot_server(self) -> type:
         """The browser server's class (:class:`memtui.web.server.SnapshotServer`)."""
         try:
@@ -78,9 +92,13 @@ class FrontEnds:
 
 
 def command_modules() -> dict[str, object]:
+    """Every command by name: a module of memtui.commands where there is one, else the
+    analysis's command made from its spec."""
     import memtui.commands as package
+    from memtui.commands._analysis import SpecCommand
+    from memtui.services.catalog import SPECS
 
-    found = {}
+    found: dict[str, object] = {spec.name: SpecCommand(spec) for spec in SPECS}
     for info in pkgutil.iter_modules(package.__path__):
         if info.name.startswith("_"):
             continue

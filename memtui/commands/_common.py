@@ -74,16 +74,6 @@ def choose_cache(args: argparse.Namespace, leading: dict) -> ModelCache | None:
     return cache
 
 
-# How the default device is chosen, as every command's --device help says it.
-DEFAULT_DEVICE = "the device with an OOM, else the one with the most events, else the most reserved"
-
-
-def device_or_error(snapshot: Snapshot, device: int | None) -> int:
-    """The device a command looks at: ``--device`` when given, else the snapshot's default
-    (the same rule as the explorer's, :meth:`Snapshot.default_device`)."""
-    return snapshot.device_or_default(device)
-
-
 def print_json(value: object) -> None:
     json.dump(value, sys.stdout, indent=2, sort_keys=False)
     sys.stdout.write("\n")

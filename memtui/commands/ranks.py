@@ -1,4 +1,5 @@
-"""memtui ranks: one snapshot per rank, side by side; which rank is not like the others."""
+"""memtui ranks: the generated command (memtui.services.ranks), with the command line's own workers,
+Dask cluster and --tui."""
 
 from __future__ import annotations
 
@@ -6,33 +7,28 @@ import os
 import sys
 import time
 
-from memtui.analysis.rank_overview import group_outliers, peak_histogram
-from memtui.analysis.ranks import compare_ranks
 from memtui.cache.summaries import default_summary_cache
-from memtui.commands._common import add_json_flag, print_json
-from memtui.commands._report import add_depth_option, check_depth, print_report
+from memtui.commands._analysis import add_spec_arguments, print_result, spec_options
+from memtui.commands._common import add_json_flag
 from memtui.errors import UsageError
-from memtui.fleet.rank_files import default_workers, find_rank_files, summarize_files
+from memtui.fleet.rank_files import default_workers, find_rank_files
 from memtui.fleet.runners import local_runner
-from memtui.report.ranks import FULL_TABLE_RANKS, ranks_report
+from memtui.services.catalog import spec
 
-NAME = "ranks"
-HELP = ("Compare one snapshot per rank (files or a directory): peak allocated, reserved, OOMs, events, and the "
-        "call sites where a rank differs from the median rank; flags the outlier rank.")
+SPEC = spec("ranks")
+NAME = SPEC.name
+HELP = SPEC.help
 SCHEDULER_ENV = "MEMTUI_DASK_SCHEDULER"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("inputs", nargs="+", metavar="FILE|DIR", help="rank snapshots, or a directory of them")
+    add_spec_arguments(parser, SPEC)
     parser.add_argument("--workers", type=int, default=None,
                         help=f"worker processes (default: one per core, here {default_workers()})")
     parser.add_argument("--cluster", metavar="ADDRESS", default=None,
                         help="compute the summaries on a Dask cluster whose workers see these files: a scheduler "
                              "address (tcp://host:8786), or local:N for N local worker processes "
                              f"(default: ${SCHEDULER_ENV} if set; needs pip install 'memtui[cluster]')")
-    parser.add_argument("--at", choices=("peak", "end"), default="peak",
-                        help="compare call sites at each rank's peak (default) or at snapshot time")
-    add_depth_option(parser)
     add_json_flag(parser)
     parser.add_argument("--tui", action="store_true",
                         help="browse the ranks in the explorer; Enter opens a rank's snapshot")
@@ -43,7 +39,7 @@ def run(args) -> int:
         raise UsageError("--workers must be at least 1")
     if args.tui and args.json:
         raise UsageError("--tui and --json do not go together")
-    depth = check_depth(args.depth)
+    options = spec_options(SPEC, args)
     if args.cluster and args.workers is not None:
         raise UsageError("--workers is for local worker processes; a --cluster brings its own workers")
     # The scheduler in the environment is a default: asking for local workers overrides it.
@@ -53,34 +49,21 @@ def run(args) -> int:
     runner = open_runner(cluster, args.workers, len(files))
     try:
         if args.tui:
-            return args.front_ends.browse_ranks(files, depth, runner, cache, args.at)
+            return args.front_ends.browse_ranks(files, options.depth, runner, cache, options.at)
         progress = ProgressLine() if sys.stderr.isatty() else None
         try:
-            summaries = summarize_files(files, depth=depth, progress=progress, cache=cache, runner=runner)
+            result = SPEC.service(files, options, runner, cache, progress)
         finally:
             if progress:  # before any error message, which would otherwise share its line
                 progress.clear()
     finally:
         runner.close()
-    result = ranks_json(summaries, args.at)
-    if args.json:
-        print_json(result)
-    else:
-        # The table (with many ranks: the outliers and the median rank), the histogram, the groups.
-        print_report(ranks_report(result, args.at, result["outlier_groups"], result["histogram"],
-                                  limit=FULL_TABLE_RANKS))
+    print_result(result, args.json)
     if sys.stderr.isatty() and cache is not None and cache.hits:
         print(f"memtui: {cache.hits:,} of {len(files):,} summaries from the cache in {cache.folder}", file=sys.stderr)
-    if not result["ranks"]:
+    if not result.data["ranks"]:
         raise UsageError("no rank file could be read")
     return 0
-
-
-def ranks_json(summaries: list[dict], moment: str = "peak") -> dict:
-    """What ``ranks --json`` prints: :func:`compare_ranks` with the outlier groups and the
-    histogram of peaks."""
-    result = compare_ranks(summaries, moment)
-    return {**result, "outlier_groups": group_outliers(result), "histogram": peak_histogram(result)}
 
 
 def open_runner(cluster: str | None, workers: int | None, files: int):

@@ -1,57 +1,48 @@
-"""What each MCP tool answers: the JSON of the matching ``--json`` command, bounded, and a summary.
+"""What each MCP tool answers: its analysis's service (memtui.services), bounded, and a summary.
 
-Every function takes the :class:`~memtui.mcp.store.SnapshotStore` first and a progress
-callback last, and returns an :class:`Answer`. The JSON is built by the same functions
-the commands use (``memtui info --json`` is :func:`memtui.commands.info.summarize`, and
-so on); long lists are cut to the caller's ``limit`` with ``"truncated": true``, what was
-left out under ``"omitted"`` and how to see more under ``"more"``. Errors are
-:class:`memtui.errors.MemtuiError` with a one-line message, as on the command line.
-Nothing here imports the MCP SDK.
+Every answer function takes the :class:`~memtui.mcp.store.SnapshotStore`, the tool's
+arguments by name (the spec's options and the tool's paging options, see
+:mod:`memtui.mcp.answers`) and a progress callback, and returns an
+:class:`~memtui.mcp.answers.Answer` whose data is the matching ``--json`` command's
+output, bounded. An analysis without an answer function of its own here gets
+:func:`generic`. Errors are :class:`memtui.errors.MemtuiError` with a one-line message,
+as on the command line. Nothing here imports the MCP SDK.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from typing import Any
 
-import numpy as np
-
-from memtui.analysis.cycles import find_cycles
-from memtui.analysis.diff import diff_views
-from memtui.analysis.leaks import find_leaks
-from memtui.analysis.oom import diagnose_ooms
-from memtui.analysis.whatif import what_if as replay_settings
 from memtui.cache.summaries import default_summary_cache
-from memtui.commands._ranks_overview import shortened
-from memtui.commands._report import signed_bytes
-from memtui.commands.diff import side
-from memtui.commands.events import event_row
-from memtui.commands.info import summarize
-from memtui.commands.leaks import describe_points
-from memtui.commands.oom import explain
-from memtui.commands.ranks import ranks_json
-from memtui.commands.stack import allocation_json
-from memtui.commands.top import largest_live_blocks
 from memtui.errors import UsageError
-from memtui.fleet.rank_files import default_workers, find_rank_files, summarize_files
+from memtui.fleet.rank_files import default_workers, find_rank_files
 from memtui.fleet.runners import local_runner
+from memtui.mcp.answers import MAX_LIMIT, PAGING, Answer, Progress, bounded, cut
 from memtui.mcp.store import SnapshotStore
-from memtui.model.segments import ALLOCATED, PENDING_FREE
-from memtui.query import compile_filter
-from memtui.units import format_bytes, parse_size, plural
+from memtui.report.format import signed_bytes
+from memtui.report.leaks import describe_points
+from memtui.report.oom import explain
+from memtui.report.ranks import shortened
+from memtui.report.text import text_lines
+from memtui.services import breakdown, cycles, diff, events, leaks, oom, stack, top, whatif
+from memtui.services.info import summarize
+from memtui.services.options import check_value, checked
+from memtui.services.spec import AnalysisSpec
+from memtui.units import format_bytes, plural
 
-MAX_LIMIT = 1000  # the most rows any one answer holds; page for more
-Progress = Callable[[str, int, int], None] | None
+Args = dict[str, Any]
 
 
-@dataclass
-class Answer:
-    summary: str  # a few lines for a reader
-    data: dict  # the --json structure, bounded
+def options_of(spec: AnalysisSpec, args: Args) -> Any:
+    return checked(spec.options, args)
 
 
-def snapshot_info(store: SnapshotStore, path: str, progress: Progress = None) -> Answer:
-    snapshot = store.open(path, progress)
+def paging(name: str, args: Args) -> dict[str, int]:
+    return {o.name: check_value(o, args.get(o.name, o.default)) for o in PAGING.get(name, ())}
+
+
+def snapshot_info(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: Progress = None) -> Answer:
+    snapshot = store.open(args["path"], progress)
     data = summarize(snapshot)
     omitted: dict = {}
     for dev in data["devices"]:
@@ -71,15 +62,13 @@ def snapshot_info(store: SnapshotStore, path: str, progress: Progress = None) ->
     return bounded(lines, data, omitted, "the OOM list is cut: explain_oom lists them all")
 
 
-def top_allocations(store: SnapshotStore, path: str, limit: int = 20, offset: int = 0, device: int | None = None,
-                    progress: Progress = None) -> Answer:
-    limit, offset = valid_limit(limit), valid_offset(offset)
-    snapshot = store.open(path, progress)
-    if device is not None:
-        snapshot.device_or_default(device)
-    total = sum(int(np.count_nonzero((d.blocks.state == ALLOCATED) | (d.blocks.state == PENDING_FREE)))
-                for d in snapshot.devices if device is None or d.device == device)
-    rows = largest_live_blocks(snapshot, offset + limit, device)[offset:]
+def top_allocations(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: Progress = None) -> Answer:
+    page = paging("top", args)
+    limit, offset = page["limit"], page["offset"]
+    device = options_of(spec, args).device
+    snapshot = store.open(args["path"], progress)
+    result = top.top(snapshot, top.TopOptions(device=device, n=offset + limit))
+    rows, total = result.rows[offset:], result.total
     more = offset + len(rows) < total
     data = {"rows": rows, "total": total, "offset": offset, "truncated": more,
             "next_offset": offset + len(rows) if more else None}
@@ -92,54 +81,37 @@ def top_allocations(store: SnapshotStore, path: str, limit: int = 20, offset: in
     return Answer("\n".join(lines), data)
 
 
-def events(store: SnapshotStore, path: str, filter: str = "", start: int = 0, limit: int = 50,
-           device: int | None = None, progress: Progress = None) -> Answer:
-    limit = valid_limit(limit)
-    compiled = compile_filter(filter)  # a bad filter fails before the file is read
-    snapshot = store.open(path, progress)
-    device = snapshot.device_or_default(device)
-    dev = snapshot.devices[device]
-    n = len(dev.trace)
-    first = max(0, start + n) if start < 0 else start
-    if not 0 <= first <= n:
-        raise UsageError(f"start {start} is outside the trace (0..{n - 1})")
-    matching = compiled.indices(snapshot, device) if not compiled.matches_everything else None
-    count = n if matching is None else len(matching)
-    if matching is None:
-        chosen = np.arange(first, min(n, first + limit + 1))
-        before = first
-    else:
-        before = int(np.searchsorted(matching, first))
-        chosen = matching[before:before + limit + 1]
-    more = len(chosen) > limit
-    chosen = chosen[:limit]
-    t0 = dev.time_origin_us
-    rows = [event_row(snapshot, device, int(i), t0) for i in chosen]
-    next_start = int(chosen[-1]) + 1 if more else None
-    data = {"device": device, "filter": filter, "events_in_trace": n, "matching": count, "start": first,
-            "rows": rows, "truncated": more, "next_start": next_start}
-    what = f"{count:,} of {n:,} events match {filter!r}" if matching is not None else f"{n:,} events"
-    lines = [f"device {device}: {what}; {len(rows):,} rows from trace index {first:,}"
-             + (f" (the {before:,} matches before it skipped)" if before and matching is not None else "")]
+def event_rows(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: Progress = None) -> Answer:
+    limit = paging("events", args)["limit"]
+    options = options_of(spec, {**args, "limit": limit})  # a bad filter fails before the file is read
+    result = events.events(store.open(args["path"], progress), options)
+    rows = result.to_json()
+    data = {"device": result.device, "filter": result.filter, "events_in_trace": result.events_in_trace,
+            "matching": result.matching, "start": result.start, "rows": rows, "truncated": result.truncated,
+            "next_start": result.next_start}
+    n, count, first, before = result.events_in_trace, result.matching, result.start, result.skipped
+    what = f"{count:,} of {n:,} events match {result.filter!r}" if result.filtered else f"{n:,} events"
+    lines = [f"device {result.device}: {what}; {len(rows):,} rows from trace index {first:,}"
+             + (f" (the {before:,} matches before it skipped)" if before else "")]
     for r in rows[:3]:
         lines.append(f"  #{r['index']} {r['action']} {format_bytes(r['size'])} {r['address_n']} {r['top_frame']}")
-    if more:
-        lines.append(f"more: call again with start={next_start}")
+    if result.truncated:
+        lines.append(f"more: call again with start={result.next_start}")
     return Answer("\n".join(lines), data)
 
 
-def allocation_stack(store: SnapshotStore, path: str, address_n: str, all_frames: bool = False, limit: int = 50,
-                     offset: int = 0, progress: Progress = None) -> Answer:
-    limit, offset = valid_limit(limit), valid_offset(offset)
-    snapshot = store.open(path, progress)
-    found = allocation_json(snapshot, address_n, all_frames)
+def allocation_stack(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: Progress = None) -> Answer:
+    page = paging("stack", args)
+    limit, offset = page["limit"], page["offset"]
+    options = options_of(spec, args)
+    found = stack.stack(store.open(args["path"], progress), options).found
     if isinstance(found, list):
         rows = found[offset:offset + limit]
         more = offset + len(rows) < len(found)
         data = {"allocations": rows, "total": len(found), "offset": offset, "truncated": more,
                 "next_offset": offset + len(rows) if more else None}
-        lines = [f"{len(found):,} allocations were made at {address_n.strip()} (device {found[0]['device']});"
-                 " call again with one of their address_n values for its stacks:"]
+        lines = [f"{len(found):,} allocations were made at {options.address_n.strip()} (device "
+                 f"{found[0]['device']}); call again with one of their address_n values for its stacks:"]
         lines += [f"  {r['address_n']}  {format_bytes(r['size'])}  {r['top_frame']}" for r in rows[:5]]
         if more:
             lines.append(f"more: call again with offset={offset + len(rows)}")
@@ -147,8 +119,8 @@ def allocation_stack(store: SnapshotStore, path: str, address_n: str, all_frames
     found["truncated"] = False
     lines = [f"{found['address_n']}: {format_bytes(found['size'])} on device {found['device']}"]
     for label, event in found["events"].items():
-        top = event["stack"][0] if event["stack"] else None
-        where = f"{top['filename']}:{top['line']} {top['name']}" if top else event.get("no_stack") or "no stack"
+        frame = event["stack"][0] if event["stack"] else None
+        where = f"{frame['filename']}:{frame['line']} {frame['name']}" if frame else event.get("no_stack") or "no stack"
         lines.append(f"  {label} at event {event['index']:,}: {where}")
     if "block" in found:
         lines.append(f"  at snapshot time: {found['block']['state']}")
@@ -159,13 +131,13 @@ def allocation_stack(store: SnapshotStore, path: str, address_n: str, all_frames
     return Answer("\n".join(lines), found)
 
 
-def explain_oom(store: SnapshotStore, path: str, device: int | None = None, device_memory: int | str | None = None,
-                depth: int = 1, top: int = 10, limit: int = 5, progress: Progress = None) -> Answer:
-    limit, depth, total_memory = valid_limit(limit), valid_depth(depth), valid_size(device_memory)
-    snapshot = store.open(path, progress)
-    device = snapshot.device_or_default(device)  # the device `memtui oom` looks at
-    found = diagnose_ooms(snapshot, device, total_memory, depth, min(max(top, 0), MAX_LIMIT))
-    data = {"device": device, "ooms": [d.to_json() for d in found[:limit]], "total": len(found),
+def explain_oom(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: Progress = None) -> Answer:
+    limit = paging("oom", args)["limit"]
+    options = options_of(spec, args)
+    snapshot = store.open(args["path"], progress)
+    result = oom.oom(snapshot, options)
+    found = result.ooms
+    data = {"device": result.device, "ooms": [d.to_json() for d in found[:limit]], "total": len(found),
             "truncated": len(found) > limit}
     if not found:
         return Answer(f"{snapshot.name}: no OOM in this snapshot", data)
@@ -182,18 +154,10 @@ def explain_oom(store: SnapshotStore, path: str, device: int | None = None, devi
     return Answer("\n".join(lines), data)
 
 
-def what_if(store: SnapshotStore, path: str, conf: list[str] | None = None, cap: int | str | None = None,
-            device: int | None = None, progress: Progress = None) -> Answer:
+def what_if(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: Progress = None) -> Answer:
     """``memtui whatif --json``: the recording replayed under other allocator settings."""
-    if conf is not None and (not isinstance(conf, list) or not all(isinstance(c, str) for c in conf)):
-        raise UsageError("conf: a list of PYTORCH_CUDA_ALLOC_CONF values")
-    if conf is not None and len(conf) > 20:
-        raise UsageError("conf: at most 20 settings at once")
-    limit = valid_size(cap)
-    snapshot = store.open(path, progress)
-    device = snapshot.device_or_default(device)
-    result = replay_settings(snapshot, device, conf or None, limit, progress)
-    data = result.to_json()
+    options = options_of(spec, args)
+    result = whatif.whatif(store.open(args["path"], progress), options, progress=progress).whatif
     fid = result.fidelity
     lines = [result.advice]
     if not fid.checked:
@@ -207,15 +171,12 @@ def what_if(store: SnapshotStore, path: str, conf: list[str] | None = None, cap:
         runs_out = f"runs out at event {s.oom_event:,}" if s.oom_event is not None else "does not run out"
         fits = f", fits in {format_bytes(s.min_cap_bytes)}" if s.min_cap_bytes is not None else ""
         lines.append(f"{s.settings or 'default'}: reserved peak {format_bytes(s.reserved_peak)}, {runs_out}{fits}")
-    return bounded(lines, data, {}, "")
+    return bounded(lines, result.to_json(), {}, "")
 
 
-def leaks(store: SnapshotStore, path: str, device: int | None = None, depth: int = 1, top: int = 20,
-          windows: int = 10, points: int = 24, progress: Progress = None) -> Answer:
-    top, depth = min(max(top, 0), MAX_LIMIT), valid_depth(depth)
-    snapshot = store.open(path, progress)
-    dev = snapshot.devices[snapshot.device_or_default(device)]
-    report = find_leaks(snapshot, dev, depth, min(max(points, 2), 500), min(max(windows, 2), 500), top)
+def leak_sites(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: Progress = None) -> Answer:
+    options = options_of(spec, args)
+    report = leaks.leaks(store.open(args["path"], progress), options).leaks
     data = report.to_json()
     omitted: dict = {}
     cut(data, "sites", MAX_LIMIT, omitted)
@@ -234,12 +195,10 @@ def leaks(store: SnapshotStore, path: str, device: int | None = None, depth: int
     return bounded(lines, data, omitted, f"only the first {MAX_LIMIT} call sites are listed")
 
 
-def reference_cycles(store: SnapshotStore, path: str, device: int | None = None, depth: int = 1, limit: int = 20,
-                     progress: Progress = None) -> Answer:
-    limit, depth = valid_limit(limit), valid_depth(depth)
-    snapshot = store.open(path, progress)
-    dev = snapshot.devices[snapshot.device_or_default(device)]
-    report = find_cycles(snapshot, dev, depth)
+def reference_cycles(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: Progress = None) -> Answer:
+    limit = paging("cycles", args)["limit"]
+    options = options_of(spec, args)
+    report = cycles.cycles(store.open(args["path"], progress), options).cycles
     data = report.to_json()
     omitted: dict = {}
     for key in ("sites", "bursts", "ooms_while_accumulating"):
@@ -262,26 +221,45 @@ def reference_cycles(store: SnapshotStore, path: str, device: int | None = None,
     return bounded(lines, data, omitted, f"call again with a larger limit (at most {MAX_LIMIT})")
 
 
-def diff_snapshots(store: SnapshotStore, a: str, b: str, device: int | None = None, device_a: int | None = None,
-                   device_b: int | None = None, at_a: int | None = None, at_b: int | None = None, depth: int = 1,
-                   top: int = 30, include_unchanged: bool = False, progress: Progress = None) -> Answer:
-    top, depth = valid_limit(top), valid_depth(depth)
-    first = store.open(a, progress)
-    second = store.open(b, progress)
-    view_a = side(first, device_a if device_a is not None else device, at_a, depth)
-    view_b = side(second, device_b if device_b is not None else device, at_b, depth)
-    result = diff_views(view_a, view_b)
+def memory_breakdown(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: Progress = None) -> Answer:
+    options = options_of(spec, args)
+    result = breakdown.breakdown_at(store.open(args["path"], progress), options)
     data = result.to_json()
-    sites = [s for s in data["sites"] if include_unchanged or s["status"] != "same"]
     omitted: dict = {}
-    if len(sites) > top:
+    cut(data, "sites", MAX_LIMIT, omitted)
+    if "steps" in data:
+        cut(data["steps"], "steps", MAX_LIMIT, omitted, "steps.steps")
+    moment, found = result.moment, result.result
+    where = f"after event {result.dev.shown_index(moment.event):,}" if moment.event >= 0 else "at snapshot time"
+    total = max(found.allocated, 1)
+    lines = [f"device {result.dev.device}, {moment.name} ({where}): allocated {format_bytes(found.allocated)} of"
+             f" {format_bytes(found.reserved)} reserved, {format_bytes(found.cached_free)} cached free"]
+    shares = sorted(((v, k) for k, v in found.categories.items() if v), reverse=True)
+    lines.append(", ".join(f"{k} {format_bytes(v)} ({100 * v / total:.0f}%)" for v, k in shares) or "nothing allocated")
+    biggest = found.top_sites.get(shares[0][1], []) if shares else []
+    if biggest:
+        lines.append(f"largest {shares[0][1]} call site: {biggest[0].label} ({format_bytes(biggest[0].bytes)})")
+    return bounded(lines, data, omitted, f"only the first {MAX_LIMIT} are listed")
+
+
+def diff_snapshots(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: Progress = None) -> Answer:
+    options = options_of(spec, args)
+    first = store.open(args["a"], progress)
+    second = store.open(args["b"], progress)
+    result = diff.diff(first, second, options).diff
+    top_n = options.top
+    data = result.to_json()
+    sites = [s for s in data["sites"] if options.include_unchanged or s["status"] != "same"]
+    omitted: dict = {}
+    if len(sites) > top_n:
         # The largest growth and the largest shrink are both worth seeing: keep both ends.
-        omitted["sites"] = len(sites) - top
-        sites = sites[: top - top // 2] + sites[len(sites) - top // 2:]
+        omitted["sites"] = len(sites) - top_n
+        sites = sites[: top_n - top_n // 2] + sites[len(sites) - top_n // 2:]
     data["sites"] = sites
     for key in ("new", "gone"):
-        cut(data, key, top, omitted)
+        cut(data, key, top_n, omitted)
     f = format_bytes
+    view_a, view_b = result.a, result.b
     lines = [f"A: {view_a.name}  ->  B: {view_b.name}",
              f"reserved {f(view_a.reserved)} -> {f(view_b.reserved)} ({signed_bytes(data['delta_reserved'])}), "
              f"allocated {f(view_a.allocated)} -> {f(view_b.allocated)} ({signed_bytes(data['delta_allocated'])})"]
@@ -292,24 +270,30 @@ def diff_snapshots(store: SnapshotStore, a: str, b: str, device: int | None = No
     return bounded(lines, data, omitted, f"call again with a larger top (at most {MAX_LIMIT})")
 
 
-def compare_ranks(store: SnapshotStore, inputs: list[str], at: str = "peak", depth: int = 1, limit: int = 64,
-                  progress: Progress = None) -> Answer:
-    limit, depth = valid_limit(limit), valid_depth(depth)
-    if at not in ("peak", "end"):
-        raise UsageError(f"at: {at!r} is neither 'peak' nor 'end'")
+def rank_files(store: SnapshotStore, inputs: list[str]) -> list[str]:
+    """The rank files named, each under the server's roots."""
     if not inputs:
         raise UsageError("inputs: give rank snapshot files or a directory of them")
     named = [store.resolve(item, directory_too=True) for item in inputs]
     # A directory's files are checked too: a link in it may point outside the roots.
-    files = [store.resolve(file) for file in find_rank_files(named)]
+    return [store.resolve(file) for file in find_rank_files(named)]
+
+
+def run_ranks(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: Progress) -> Any:
+    options = options_of(spec, args)
+    files = rank_files(store, args["inputs"])
     runner = local_runner(max(1, min(default_workers(), len(files))))
     report = None if progress is None else (lambda done, total, failed: progress("ranks", done, total))
     try:
-        summaries = summarize_files(files, depth=depth, progress=report,
-                                    cache=default_summary_cache(store.cache), runner=runner)
+        return spec.service(files, options, runner, default_summary_cache(store.cache), report)
     finally:
         runner.close()
-    data = ranks_json(summaries, at)
+
+
+def compare_ranks(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: Progress = None) -> Answer:
+    limit = paging("ranks", args)["limit"]
+    result = run_ranks(store, spec, args, progress)
+    data, summaries, at = result.data, result.summaries, result.at
     if not data["ranks"]:
         raise UsageError("no rank file could be read: " + "; ".join(f["error"] for f in data["failed"][:3]))
     ranks = len(data["ranks"])
@@ -333,9 +317,6 @@ def compare_ranks(store: SnapshotStore, inputs: list[str], at: str = "peak", dep
         lines.append(f"  rank {d['rank']} {signed_bytes(d['delta'])} at {d['site']}")
     return bounded(lines, data, omitted, "with many ranks only the outliers and the median rank are listed; a"
                                          f" larger limit (at most {MAX_LIMIT}) lists more")
-
-
-# memory_breakdown lives in memtui.mcp.breakdown: it needs memtui.commands.breakdown.
 
 
 def live_status(store: SnapshotStore, target: str | None = None, limit: int = 64, progress: Progress = None) -> Answer:
@@ -373,44 +354,38 @@ def live_status(store: SnapshotStore, target: str | None = None, limit: int = 64
                    f"a target (a pid, PID:RANK or job id) or a larger limit (at most {MAX_LIMIT})")
 
 
-def bounded(lines: list[str], data: dict, omitted: dict, more: str) -> Answer:
-    data["truncated"] = bool(omitted)
-    if omitted:
-        data["omitted"] = omitted
-        data["more"] = more
-        lines.append(f"truncated ({', '.join(f'{n:,} {k}' for k, n in omitted.items())} left out): {more}")
-    return Answer("\n".join(lines), data)
+GENERIC_SUMMARY_LINES = 12
 
 
-def cut(data: dict, key: str, limit: int, omitted: dict, name: str | None = None) -> None:
-    items = data.get(key)
-    if isinstance(items, list) and len(items) > limit:
-        omitted[name or key] = len(items) - limit
-        data[key] = items[:limit]
+def generic(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: Progress = None) -> Answer:
+    """An analysis without an answer of its own: its JSON with every list cut to the budget,
+    and the first lines of its report as the summary."""
+    if spec.subject == "rank_files":
+        result = run_ranks(store, spec, args, progress)
+    else:
+        options = options_of(spec, args)
+        if spec.subject == "pair":
+            result = spec.service(store.open(args["a"], progress), store.open(args["b"], progress), options)
+        elif spec.reports_progress:
+            result = spec.service(store.open(args["path"], progress), options, progress=progress)
+        else:
+            result = spec.service(store.open(args["path"], progress), options)
+    value = result.to_json()
+    data = value if isinstance(value, dict) else {"rows": value}
+    omitted: dict = {}
+    for key in list(data):
+        cut(data, key, MAX_LIMIT, omitted)
+    lines = text_lines(result.report())
+    summary = lines[:GENERIC_SUMMARY_LINES] + ([f"({len(lines) - GENERIC_SUMMARY_LINES} more lines of the report)"]
+                                               if len(lines) > GENERIC_SUMMARY_LINES else [])
+    return bounded(summary, data, omitted, f"only the first {MAX_LIMIT} of each list are listed")
 
 
-def valid_limit(value: int) -> int:
-    if not 1 <= value <= MAX_LIMIT:
-        raise UsageError(f"limit must be between 1 and {MAX_LIMIT} (page with start/offset for more)")
-    return value
+# The answer of each analysis that has one of its own; the others get :func:`generic`.
+ANSWERS = {"info": snapshot_info, "top": top_allocations, "events": event_rows, "stack": allocation_stack,
+           "oom": explain_oom, "leaks": leak_sites, "cycles": reference_cycles, "breakdown": memory_breakdown,
+           "diff": diff_snapshots, "ranks": compare_ranks, "whatif": what_if}
 
 
-def valid_offset(value: int) -> int:
-    if value < 0:
-        raise UsageError("offset must be 0 or more")
-    return value
-
-
-def valid_depth(value: int) -> int:
-    if not 1 <= value <= 100:
-        raise UsageError("depth must be between 1 and 100")
-    return value
-
-
-def valid_size(value: int | str | None) -> int | None:
-    if value is None:
-        return None
-    size = value if isinstance(value, int) else parse_size(str(value))
-    if size is None or size <= 0:
-        raise UsageError(f"device_memory: not a size: {value!r} (try '80GiB' or 85899345920)")
-    return size
+def answer(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: Progress = None) -> Answer:
+    return ANSWERS.get(spec.name, generic)(store, spec, args, progress)

@@ -1,51 +1,48 @@
-"""The explorer's analysis keys: each opens an analysis screen, and the row chosen there
-moves the event log (to an event, or to one call site's events: a
-:class:`memtui.tui.log_scope.Site`, shown by ``MainScreen.set_scope``).
+"""The explorer's analysis keys, made from the spec table (memtui.services.catalog): each opens
+an analysis screen, and the row chosen there moves the event log (to an event, or to one
+call site's events: a :class:`memtui.tui.log_scope.Site`, shown by ``MainScreen.set_scope``).
+
+An analysis with a screen of its own is listed in :data:`SCREENS`; any other with a key
+shows its report in :class:`~memtui.tui.screens.service_report.ServiceReportScreen`.
 """
 
 from __future__ import annotations
 
+import importlib
+
 from textual.screen import Screen
 
+from memtui.services.catalog import explorer_specs, spec
 from memtui.tui.device_view import DeviceView
 
+IN_FOOTER = {"oom"}  # the analysis keys the footer shows; the others are in help and the palette
+
 # (key, action, description, shown in the footer), as the main screen lists its keys.
-ANALYSIS_KEYS = [
-    ("w", "analysis('oom')", "Why OOM", True),
-    ("L", "analysis('leaks')", "Leaks by call site", False),
-    ("C", "analysis('cycles')", "Reference cycles", False),
-    ("D", "analysis('diff')", "Diff: cursor vs end", False),
-    ("R", "analysis('ranks')", "Compare ranks", False),
-    ("W", "analysis('whatif')", "What if: other allocator settings", False),
-]
+ANALYSIS_KEYS = [(s.key, f"analysis('{s.name}')", s.key_help, s.name in IN_FOOTER) for s in explorer_specs()]
 ANALYSIS_PALETTE = [
     ("show_all_events", "Show all events", "Clear the call-site filter that an analysis put on the event log"),
 ]
 
+# The analyses with a screen of their own: module and class, imported when the key is pressed.
+SCREENS = {
+    "oom": ("memtui.tui.screens.oom_report", "OomReportScreen"),
+    "leaks": ("memtui.tui.screens.leaks_report", "LeaksReportScreen"),
+    "cycles": ("memtui.tui.screens.cycles_report", "CyclesReportScreen"),
+    "ranks": ("memtui.tui.screens.ranks_report", "RanksReportScreen"),
+    "whatif": ("memtui.tui.screens.whatif_report", "WhatIfReportScreen"),
+}
+
 
 def analysis_screen(name: str, view: DeviceView, cursor: int) -> Screen:
     """The screen of analysis ``name`` over ``view`` (the diff compares ``cursor`` with the end)."""
-    if name == "oom":
-        from memtui.tui.screens.oom_report import OomReportScreen
-
-        return OomReportScreen(view)
-    if name == "leaks":
-        from memtui.tui.screens.leaks_report import LeaksReportScreen
-
-        return LeaksReportScreen(view)
-    if name == "cycles":
-        from memtui.tui.screens.cycles_report import CyclesReportScreen
-
-        return CyclesReportScreen(view)
     if name == "diff":
         return _diff_screen(view, cursor)
-    if name == "whatif":
-        from memtui.tui.screens.whatif_report import WhatIfReportScreen
+    if name in SCREENS:
+        module, cls = SCREENS[name]
+        return getattr(importlib.import_module(module), cls)(view)
+    from memtui.tui.screens.service_report import ServiceReportScreen
 
-        return WhatIfReportScreen(view)
-    from memtui.tui.screens.ranks_report import RanksReportScreen
-
-    return RanksReportScreen(view)
+    return ServiceReportScreen(spec(name), view)
 
 
 def _diff_screen(view: DeviceView, cursor: int) -> Screen:

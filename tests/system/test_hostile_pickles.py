@@ -218,7 +218,7 @@ def real_snapshot() -> dict:
 
 @pytest.mark.parametrize("protocol", [0, 1, 2, 3, 4, 5])
 def test_a_real_file_repickled_at_every_protocol_loads_the_same(tmp_path, protocol):
-    from memtui.commands.info import summarize
+    from memtui.services.info import summarize
 
     raw = real_snapshot()
     reference = summarize(open_snapshot(SHARED / "train_linear_adam.pickle", cache=None))

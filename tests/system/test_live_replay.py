@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from memtui.commands.info import summarize
 from memtui.live import protocol as p
 from memtui.live.client import LiveClient, read_status
 from memtui.live.model import build_live_model
@@ -26,6 +25,7 @@ from memtui.live.server import LiveServer
 from memtui.load import read_snapshot
 from memtui.open import open_snapshot
 from memtui.record.files import write_snapshot
+from memtui.services.info import summarize
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_snapshots"

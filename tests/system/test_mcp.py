@@ -29,7 +29,7 @@ mcp = pytest.importorskip("mcp")
 
 TOOLS = {"snapshot_info", "top_allocations", "events", "allocation_stack", "explain_oom", "leaks",
          "reference_cycles", "diff_snapshots", "compare_ranks", "what_if", "live_status"}
-HAS_BREAKDOWN = (ROOT / "memtui" / "commands" / "breakdown.py").exists()
+HAS_BREAKDOWN = (ROOT / "memtui" / "services" / "breakdown.py").exists()
 if HAS_BREAKDOWN:
     TOOLS.add("memory_breakdown")
 OOM = str(SAMPLES / "oom_training.pickle.xz")

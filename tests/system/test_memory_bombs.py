@@ -205,7 +205,7 @@ def test_settings_that_share_one_list_many_times_stay_small(tmp_path):
     start = time.monotonic()
     snapshot = open_snapshot(path, cache=None)
     assert time.monotonic() - start < 5
-    from memtui.commands.info import render_text, summarize
+    from memtui.services.info import render_text, summarize
 
     assert len(render_text(snapshot, summarize(snapshot))) < 1_000_000
 

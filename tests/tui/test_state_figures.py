@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from memtui.analysis.oom import diagnose_ooms
-from memtui.commands.oom import render
 from memtui.model.segments import ALLOCATED, INACTIVE, PENDING_FREE
+from memtui.services.oom import render
 from memtui.state_figures import BlockCounts, count_blocks, pool_free, request_pool, segment_pools
 from memtui.tui.device_view import build_device_view
 from memtui.tui.inspector_content import InspectOptions, oom_lines, segment_lines

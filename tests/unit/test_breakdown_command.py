@@ -8,7 +8,7 @@ import pytest
 
 from memtui.analysis.categories import CATEGORIES
 from memtui.cli import main
-from memtui.commands import breakdown as command
+from memtui.commands import _common as command
 from tests.conftest import SAMPLES
 from tests.fixtures.opened import cached
 

@@ -10,7 +10,7 @@ from tests.fixtures.tiny_snapshot import write_tiny_snapshot
 
 
 def test_a_command_that_fails_unexpectedly(tmp_path, capsys, monkeypatch):
-    import memtui.commands.info as info
+    import memtui.services.info as info
 
     def broken(snapshot):
         raise KeyError("\x1b[2Jsomething the code did not expect")

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from memtui.cli import main
-from memtui.commands.info import summarize
 from memtui.export.convert import convert_file
 from memtui.export.writer import export_snapshot
 from memtui.open import open_snapshot
 from memtui.query import compile_filter
+from memtui.services.info import summarize
 from tests.conftest import SHARED, sample_files, shared_files
 from tests.fixtures.synthetic import synthetic_snapshot
 

@@ -18,7 +18,6 @@ import pytest
 from memtui.analysis.callsites import CallSites
 from memtui.analysis.live import life_spans
 from memtui.cli import main
-from memtui.commands.stack import allocation_json
 from memtui.export.convert import convert_file, memory_viz_frame_lines
 from memtui.export.writer import export_snapshot
 from memtui.load import read_snapshot
@@ -29,6 +28,7 @@ from memtui.model.relevance import FORWARD_TEXT, is_internal_frame
 from memtui.open import open_plain, open_snapshot, open_streaming
 from memtui.query import compile_filter
 from memtui.replay import Replayer
+from memtui.services.stack import allocation_json
 from tests.fixtures import newer_torch
 from tests.fixtures.model_equality import assert_same_model
 

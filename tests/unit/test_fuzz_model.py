@@ -20,12 +20,12 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memtui.commands.events import event_row
-from memtui.commands.info import render_text, summarize
 from memtui.errors import MemtuiError
 from memtui.model.checks import check_snapshot
 from memtui.open import open_snapshot
 from memtui.replay import Replayer
+from memtui.services.events import event_row
+from memtui.services.info import render_text, summarize
 from tests.conftest import SHARED
 from tests.fixtures import variants
 from tests.fixtures.snapshot_strategies import count_case, fuzz_settings, snapshots

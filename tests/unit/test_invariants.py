@@ -15,7 +15,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from memtui.analysis.callsites import CallSites
-from memtui.commands.stack import describe_match
 from memtui.errors import UsageError
 from memtui.export.convert import convert_file
 from memtui.export.writer import export_snapshot
@@ -27,6 +26,7 @@ from memtui.model.relevance import is_internal_frame
 from memtui.model.segments import ALLOCATED, PENDING_FREE
 from memtui.open import open_snapshot
 from memtui.replay import Replayer
+from memtui.services.stack import describe_match
 from tests.conftest import sample_files, scenario_files, shared_files
 from tests.fixtures.allocator_sim import allocator_snapshots
 from tests.fixtures.opened import cached

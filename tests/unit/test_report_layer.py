@@ -18,8 +18,6 @@ from memtui.analysis.diff import diff_views, view_at_end
 from memtui.analysis.leaks import find_leaks
 from memtui.analysis.oom import diagnose_ooms
 from memtui.cli import main
-from memtui.commands.cycles import BURSTS_SHOWN
-from memtui.commands.oom import LARGEST_SHOWN
 from memtui.report.cycles import cycles_report
 from memtui.report.diff import diff_report
 from memtui.report.format import cell_text, signed_bytes, sparkline, template_value
@@ -28,6 +26,8 @@ from memtui.report.oom import oom_report
 from memtui.report.ranks import rank_ranges, rank_table, ranks_report
 from memtui.report.sections import Column, Evidence, Lines, Notes, Place, Report, Table
 from memtui.report.text import text_lines
+from memtui.services.cycles import BURSTS_SHOWN
+from memtui.services.oom import LARGEST_SHOWN
 from tests.conftest import sample_files, scenario_files
 from tests.fixtures.opened import cached
 

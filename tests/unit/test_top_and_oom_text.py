@@ -7,7 +7,7 @@ import dataclasses
 
 from memtui.analysis.oom import diagnose_ooms
 from memtui.cli import main
-from memtui.commands.oom import explain
+from memtui.report.oom import explain
 from tests.tui.helpers import loaded, tiny_path
 
 GIB = 1 << 30

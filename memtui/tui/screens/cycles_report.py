@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from memtui.analysis.cycles import CycleReport, find_cycles
+from memtui.analysis.cycles import CycleReport
 from memtui.report.cycles import cycles_report
+from memtui.services.cycles import CyclesOptions, cycles
 from memtui.tui.analysis_jumps import event_jump, site_jump
 from memtui.tui.device_view import DeviceView
 from memtui.tui.locations import Location, table_location
@@ -21,7 +22,7 @@ class CyclesReportScreen(AnalysisScreen):
         self.depth = depth
 
     def compute(self) -> CycleReport:
-        return find_cycles(self.view.snapshot, self.view.device, self.depth)
+        return cycles(self.view.snapshot, CyclesOptions(device=self.view.device.device, depth=self.depth)).cycles
 
     def present(self, result: CycleReport) -> tuple[str, list[Row]]:
         report = cycles_report(result)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from memtui.analysis.leaks import LeakReport, find_leaks
+from memtui.analysis.leaks import LeakReport
 from memtui.report.leaks import leaks_report
+from memtui.services.leaks import LeaksOptions, leaks
 from memtui.tui.analysis_jumps import site_jump
 from memtui.tui.device_view import DeviceView
 from memtui.tui.screens.analysis_base import AnalysisScreen, Row, sections_text, table_cells
+
+SITES_LISTED = 30
 
 
 class LeaksReportScreen(AnalysisScreen):
@@ -20,7 +23,9 @@ class LeaksReportScreen(AnalysisScreen):
         self.depth = depth
 
     def compute(self) -> LeakReport:
-        return find_leaks(self.view.snapshot, self.view.device, self.depth)
+        # More call sites than the command prints by default: the table scrolls.
+        options = LeaksOptions(device=self.view.device.device, depth=self.depth, top=SITES_LISTED)
+        return leaks(self.view.snapshot, options).leaks
 
     def present(self, result: LeakReport) -> tuple[str, list[Row]]:
         report = leaks_report(result)

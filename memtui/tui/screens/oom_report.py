@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from memtui.analysis.oom import OomDiagnosis, diagnose_ooms
+from memtui.analysis.oom import OomDiagnosis
 from memtui.report.oom import oom_report
+from memtui.services.oom import OomOptions, oom
 from memtui.tui.analysis_jumps import event_jump, site_jump
 from memtui.tui.device_view import DeviceView
 from memtui.tui.screens.analysis_base import AnalysisScreen, Row, sections_text, table_cells
@@ -22,7 +23,7 @@ class OomReportScreen(AnalysisScreen):
         self.depth = depth
 
     def compute(self) -> list[OomDiagnosis]:
-        return diagnose_ooms(self.view.snapshot, self.view.device.device, depth=self.depth)
+        return oom(self.view.snapshot, OomOptions(device=self.view.device.device, depth=self.depth)).ooms
 
     def present(self, result: list[OomDiagnosis]) -> tuple[str, list[Row]]:
         dev = self.view.device

@@ -12,7 +12,7 @@ from memtui.analysis.cycles import find_cycles
 from memtui.analysis.leaks import find_leaks
 from memtui.analysis.ranks import summarize_snapshot
 from memtui.cli import main
-from memtui.commands import cycles, diff, leaks, oom
+from memtui.commands import _common
 from tests.conftest import SHARED, sample_files, shared_params
 from tests.conftest import SHARED as SHARED_DIR
 from tests.fixtures.opened import cached
@@ -31,8 +31,7 @@ def every_file():
 @pytest.fixture(autouse=True)
 def open_each_file_once(monkeypatch):
     """The commands' own code runs; only the opening of a file is shared between tests."""
-    for module in (oom, leaks, cycles, diff):
-        monkeypatch.setattr(module, "load", lambda path, cache: cached(str(path)))
+    monkeypatch.setattr(_common, "load", lambda path, cache: cached(str(path)))
 
 
 def run(args: list[str], capsys) -> str:

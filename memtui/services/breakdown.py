@@ -1,4 +1,4 @@
-"""memtui breakdown: where the memory goes at one moment, in the model's terms."""
+"""breakdown: where the memory goes at one moment, in the model's terms."""
 
 from __future__ import annotations
 
@@ -22,77 +22,84 @@ from memtui.analysis.categories import CategoryTable, categorize
 from memtui.analysis.category_rules import CategoryRules, load_rules
 from memtui.analysis.live import allocated_curve, reserved_curve
 from memtui.analysis.live_tree import format_tree, live_tree
-from memtui.commands._common import add_json_flag, add_snapshot_argument, device_or_error, load, print_json
-from memtui.commands._report import add_depth_option, add_device_option, check_depth
-from memtui.errors import UsageError
 from memtui.model import DeviceModel, Snapshot
+from memtui.report.sections import Lines, Report
+from memtui.services.common import depth_option, device_index, device_option, top_option
+from memtui.services.options import option
 from memtui.units import format_bytes
 
-NAME = "breakdown"
-HELP = ("Allocated memory by category (parameters, gradients, optimizer state, activations, ...) at the peak, "
-        "the end, an OOM or any event, with the call sites behind each.")
 SHORT = {"parameters": "params", "gradients": "grads", "optimizer_state": "optim", "activations": "activ",
          "temporaries": "temp", "other": "other", "unknown": "unknown"}
 BY = ("category", "site", "both", "tree")
 
 
-def add_arguments(parser) -> None:
-    add_snapshot_argument(parser)
-    parser.add_argument("--at", default="peak", metavar="WHEN",
-                        help="peak (allocated, the default), end, oom (oom:N), step:N (step:last) or an event number")
-    add_device_option(parser)
-    parser.add_argument("--by", choices=BY, default="category",
-                        help="category: each category with its top call sites (default); site: the top call "
-                             "sites with their category mix; both; tree: the live set as a call tree")
-    parser.add_argument("--categories", metavar="FILE",
-                        help="your category rules (TOML), tried before the built-in ones (default: "
-                             "$XDG_CONFIG_HOME/memtui/categories.toml when it exists)")
-    parser.add_argument("--steps", action="store_true",
-                        help="also the breakdown at each step's peak (step markers or optimizer annotations)")
-    parser.add_argument("--top", type=int, default=3, help="call sites per category (default 3)")
-    parser.add_argument("--min-share", type=float, default=1.0, metavar="PCT",
-                        help="--by tree: fold nodes under this share of the total (default 1 percent)")
-    add_depth_option(parser)
-    add_json_flag(parser)
+@dataclass(frozen=True)
+class BreakdownOptions:
+    at: str = option("peak", "the moment: peak (allocated, the default), end, oom (oom:N), step:N (step:last) or a "
+                             "trace event number", kind="str", metavar="WHEN")
+    device: int | None = device_option()
+    by: str = option("category", "category: each category with its top call sites (default); site: the top call "
+                                 "sites with their category mix; both; tree: the live set as a call tree",
+                     kind="choice", choices=BY)
+    # A rules file is read from anywhere: the command line's alone (the MCP server reads only under its roots).
+    categories: str | None = option(None, "your category rules (TOML), tried before the built-in ones (default: "
+                                          "$XDG_CONFIG_HOME/memtui/categories.toml when it exists)", kind="str",
+                                    optional=True, metavar="FILE", front_ends=("cli",), check=load_rules)
+    steps: bool = option(False, "also the breakdown at each step's peak (step markers or optimizer annotations)",
+                         kind="bool")
+    top: int = top_option(3, "call sites per category (default 3)")
+    min_share: float = option(1.0, "--by tree: fold nodes under this share of the total (default 1 percent)",
+                              kind="float", low=0, high=100, metavar="PCT")
+    depth: int = depth_option()
 
 
-def run(args) -> int:
-    rules = load_rules(args.categories)
-    snapshot = load(args.snapshot, args.model_cache)
-    dev = snapshot.devices[device_or_error(snapshot, args.device)]
-    if args.top < 0:
-        raise UsageError("--top must be 0 or more")
-    if not 0 <= args.min_share <= 100:
-        raise UsageError("--min-share is a percentage, 0 to 100")
-    report = BreakdownReport(snapshot, dev, rules, check_depth(args.depth))
-    moment = resolve_moment(snapshot, dev, args.at, report.curve)
-    result = report.at(moment, max(args.top, 0))
-    steps = report.steps() if args.steps else None
-    if args.json:
-        out = result.to_json(by="site" if args.by == "site" else "category")
-        out["rules"] = rules.source or None
-        if args.by == "tree":
-            root = report.tree(moment)
-            out["tree"] = root.to_json(report.table.names, int(root.bytes * args.min_share / 100))
-        if steps is not None:
-            out["steps"] = steps_json(steps)
-        print_json(out)
-        return 0
-    lines = header(snapshot, dev, result, rules)
-    if args.by in ("category", "both"):
-        lines += [""] + category_lines(result, args.top)
-    if args.by in ("site", "both"):
-        lines += [""] + site_lines(result, report.table.names)
-    if args.by == "tree":
-        root = report.tree(moment)
-        lines += [""] + format_tree(root, report.table.names, args.min_share / 100, short_names=SHORT)
-    if steps is not None:
-        lines += [""] + step_lines(steps)
-    note = unknown_note(result)
-    if note:
-        lines += ["", note]
-    print("\n".join(lines))
-    return 0
+@dataclass
+class BreakdownResult:
+    snapshot: Snapshot
+    dev: DeviceModel
+    options: BreakdownOptions
+    rules: CategoryRules
+    calculator: BreakdownReport
+    moment: Moment
+    result: Breakdown
+    steps: tuple[str, list] | None
+
+    def to_json(self) -> dict:
+        out = self.result.to_json(by="site" if self.options.by == "site" else "category")
+        out["rules"] = self.rules.source or None
+        if self.options.by == "tree":
+            root = self.calculator.tree(self.moment)
+            out["tree"] = root.to_json(self.calculator.table.names, int(root.bytes * self.options.min_share / 100))
+        if self.steps is not None:
+            out["steps"] = steps_json(self.steps)
+        return out
+
+    def report(self) -> Report:
+        by, result, names = self.options.by, self.result, self.calculator.table.names
+        lines = header(self.snapshot, self.dev, result, self.rules)
+        if by in ("category", "both"):
+            lines += [""] + category_lines(result, self.options.top)
+        if by in ("site", "both"):
+            lines += [""] + site_lines(result, names)
+        if by == "tree":
+            root = self.calculator.tree(self.moment)
+            lines += [""] + format_tree(root, names, self.options.min_share / 100, short_names=SHORT)
+        if self.steps is not None:
+            lines += [""] + step_lines(self.steps)
+        note = unknown_note(result)
+        if note:
+            lines += ["", note]
+        return Report("Breakdown", [Lines("breakdown", lines=lines)])
+
+
+def breakdown_at(snapshot: Snapshot, options: BreakdownOptions) -> BreakdownResult:
+    rules = load_rules(options.categories)
+    dev = snapshot.devices[device_index(snapshot, options.device)]
+    calculator = BreakdownReport(snapshot, dev, rules, options.depth)
+    moment = resolve_moment(snapshot, dev, options.at, calculator.curve)
+    result = calculator.at(moment, options.top)
+    steps = calculator.steps() if options.steps else None
+    return BreakdownResult(snapshot, dev, options, rules, calculator, moment, result, steps)
 
 
 class BreakdownReport:
@@ -108,10 +115,9 @@ class BreakdownReport:
 
     def at(self, moment: Moment, top: int) -> Breakdown:
         live = live_from_spans(self.table, self.dev, moment.event)
+        # reserved_curve is the snapshot's own figure throughout for a filtered export (partial trace).
         reserved = int(self.reserved[moment.event]) if moment.event >= 0 and len(self.reserved) else \
             self.dev.reserved
-        if self.dev.partial_trace:
-            reserved = self.dev.reserved
         return breakdown(self.snapshot, self.dev, self.table, live, moment, reserved, self.sites, top)
 
     def tree(self, moment: Moment):

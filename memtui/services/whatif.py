@@ -1,51 +1,50 @@
-"""memtui whatif: the recording replayed under other allocator settings."""
+"""whatif: the recording replayed under other allocator settings."""
 
 from __future__ import annotations
 
-import sys
+from dataclasses import dataclass
 
-from memtui.analysis.whatif import WhatIf, what_if
-from memtui.commands._common import (
-    StderrProgress,
-    add_json_flag,
-    add_snapshot_argument,
-    device_or_error,
-    load,
-    print_json,
-)
-from memtui.commands._report import add_device_option, size_argument
+from memtui.analysis.whatif import ProgressFn, WhatIf, what_if
+from memtui.model import Snapshot
+from memtui.report.sections import Lines, Report
+from memtui.services.common import device_index, device_option
+from memtui.services.options import OptionError, option
 from memtui.units import format_bytes
 
-NAME = "whatif"
-HELP = ("Replay the recording through a model of PyTorch's caching allocator under other PYTORCH_CUDA_ALLOC_CONF"
-        " settings: reserved peak, whether and where it runs out, the smallest memory it fits in.")
+MAX_SETTINGS = 20  # settings compared at once: each is a replay of the whole recording
 
 
-def add_arguments(parser) -> None:
-    add_snapshot_argument(parser)
-    parser.add_argument("--conf", action="append", metavar="SETTINGS",
-                        help="one whole PYTORCH_CUDA_ALLOC_CONF value ('' or 'default': torch's defaults);"
-                             " repeat to compare several (default: a set of useful candidates)")
-    parser.add_argument("--cap", type=size_argument, default=None, metavar="BYTES",
-                        help="the memory limit, as a per-process cap (default: the one the recorded OOM implies,"
-                             " else none)")
-    add_device_option(parser)
-    add_json_flag(parser)
+def _check_settings(confs: list[str]) -> None:
+    if len(confs) > MAX_SETTINGS:
+        raise OptionError("conf", f"takes at most {MAX_SETTINGS} settings at once")
 
 
-def run(args) -> int:
-    snapshot = load(args.snapshot, args.model_cache)
-    device = device_or_error(snapshot, args.device)
-    progress = StderrProgress() if sys.stderr.isatty() else None
-    result = what_if(snapshot, device, args.conf, args.cap, progress)
-    if progress is not None:
-        sys.stderr.write("\r\x1b[2K")
-    if args.json:
-        print_json(result.to_json())
-        return 0
-    for line in text_lines(result):
-        print(line)
-    return 0
+@dataclass(frozen=True)
+class WhatIfOptions:
+    conf: list[str] | None = option(None, "a PYTORCH_CUDA_ALLOC_CONF value to try, whole ('' or 'default': "
+                                          "torch's defaults; e.g. 'expandable_segments:True'); several to compare "
+                                          "(default: a set of useful candidates)", kind="text_list",
+                                    optional=True, metavar="SETTINGS", check=_check_settings)
+    cap: int | None = option(None, "the memory limit, as a per-process cap, as bytes or 80GiB (default: the one "
+                                   "the recorded OOM implies, else none)", kind="size", optional=True,
+                             metavar="BYTES")
+    device: int | None = device_option()
+
+
+@dataclass
+class WhatIfResult:
+    whatif: WhatIf
+
+    def to_json(self) -> dict:
+        return self.whatif.to_json()
+
+    def report(self) -> Report:
+        return Report("What if", [Lines("whatif", lines=text_lines(self.whatif))])
+
+
+def whatif(snapshot: Snapshot, options: WhatIfOptions, progress: ProgressFn | None = None) -> WhatIfResult:
+    device = device_index(snapshot, options.device)
+    return WhatIfResult(what_if(snapshot, device, options.conf, options.cap, progress))
 
 
 def text_lines(w: WhatIf) -> list[str]:

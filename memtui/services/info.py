@@ -1,32 +1,42 @@
-"""memtui info: what is in a snapshot, per device."""
+"""info: what is in a snapshot, per device."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from memtui.commands._common import add_json_flag, add_snapshot_argument, load, print_json
 from memtui.jsonvalue import json_value
 from memtui.model import Snapshot
 from memtui.model.segments import BLOCK_STATES, pool_name
+from memtui.report.sections import Lines, Report
 from memtui.units import format_bytes
 
-NAME = "info"
-HELP = "Summarise a snapshot: per-device segments, blocks, memory, trace actions, OOMs, settings."
+
+@dataclass(frozen=True)
+class InfoOptions:
+    """info asks nothing but the file."""
 
 
-def add_arguments(parser) -> None:
-    add_snapshot_argument(parser)
-    add_json_flag(parser)
+@dataclass
+class InfoResult:
+    snapshot: Snapshot
+    summary: dict
+
+    def to_json(self) -> dict:
+        return self.summary
+
+    def report(self) -> Report:
+        return Report("Info", [Lines("summary", lines=render_lines(self.snapshot, self.summary))])
 
 
-def run(args) -> int:
-    snapshot = load(args.snapshot, args.model_cache)
-    summary = summarize(snapshot)
-    if args.json:
-        print_json(summary)
-    else:
-        print(render_text(snapshot, summary))
-    return 0
+def info(snapshot: Snapshot, options: InfoOptions) -> InfoResult:
+    return InfoResult(snapshot, summarize(snapshot))
+
+
+def render_text(snapshot: Snapshot, summary: dict) -> str:
+    """The summary as ``memtui info`` prints it."""
+    return "\n".join(render_lines(snapshot, summary))
 
 
 def _live_at_end(dev) -> int:
@@ -104,7 +114,7 @@ def overflow_warning(snapshot: Snapshot) -> str:
             "dropped; blocks allocated before it are shown from the snapshot's segment list")
 
 
-def render_text(snapshot: Snapshot, summary: dict) -> str:
+def render_lines(snapshot: Snapshot, summary: dict) -> list[str]:
     lines = [f"{snapshot.name}  ({format_bytes(snapshot.source_size)})"]
     if snapshot.header:
         header = snapshot.header
@@ -148,4 +158,4 @@ def render_text(snapshot: Snapshot, summary: dict) -> str:
     lines.append(f"annotations: {summary['annotations']:,}")
     for warning in summary["warnings"]:
         lines.append(f"warning: {warning}")
-    return "\n".join(lines)
+    return lines

@@ -1,4 +1,4 @@
-"""memtui stack: the allocation and free stacks of one address_n.
+"""stack: the allocation and free stacks of one address_n.
 
 A bare address (no ``_N``) names every allocation made at it, as the explorer's ``/``
 does: with several, they are listed (address_n, event indices, size, top frame) for the
@@ -7,7 +7,8 @@ user to pick one; with exactly one, its stacks are shown as for its address_n.
 
 from __future__ import annotations
 
-from memtui.commands._common import add_json_flag, add_snapshot_argument, load, print_json
+from dataclasses import dataclass
+
 from memtui.errors import UsageError
 from memtui.model import Match, Snapshot, metadata
 from memtui.model import actions as act
@@ -16,20 +17,46 @@ from memtui.model.lifetimes import NONE
 from memtui.model.relevance import FORWARD_TEXT
 from memtui.model.segments import pool_name
 from memtui.model.stackless import stackless_context
+from memtui.report.sections import Lines, Report
+from memtui.services.options import option
 from memtui.units import format_bytes
 
-NAME = "stack"
-HELP = ("Show the full stack of one allocation (alloc and free), by address_n; a bare address lists every "
-        "allocation made at it.")
-_FORMS = "e.g. 7f064c000000_0, 0x7f064c000000_0, b'7f064c000000_0, s'7f064c000000_0 or a bare 7f064c000000"
+FORMS = "e.g. 7f064c000000_0, 0x7f064c000000_0, b'7f064c000000_0, s'7f064c000000_0 or a bare 7f064c000000"
 
 
-def add_arguments(parser) -> None:
-    add_snapshot_argument(parser)
-    parser.add_argument("address_n", help="allocation id such as 7f064c000000_0 (0x, b/s and memory_viz's b'/s' "
-                                          "prefixes accepted); a bare address lists every allocation made at it")
-    parser.add_argument("--all-frames", action="store_true", help="include C++/allocator-internal frames")
-    add_json_flag(parser)
+def _check_address(text: str) -> None:
+    if parse_address(text) is None:  # before the file is read
+        raise UsageError(f"{text}: not an address_n or address ({FORMS})")
+
+
+@dataclass(frozen=True)
+class StackOptions:
+    address_n: str = option("", "the allocation: address_n such as 7f064c000000_0 (0x, b/s and memory_viz's b'/s' "
+                                "prefixes accepted), or a bare address (7f064c000000) to list every allocation "
+                                "made at it", kind="str", positional=True, check=_check_address)
+    all_frames: bool = option(False, "include C++ and allocator-internal frames", kind="bool")
+
+
+@dataclass
+class StackResult:
+    query: str
+    found: dict | list[dict]  # one allocation (describe_match), or a row per allocation (life_row)
+
+    @property
+    def listing(self) -> bool:
+        return isinstance(self.found, list)
+
+    def to_json(self) -> dict | list[dict]:
+        return self.found
+
+    def report(self) -> Report:
+        lines = listing_lines(self.found, self.query.strip()) if isinstance(self.found, list) else \
+            allocation_lines(self.found)
+        return Report("Stack", [Lines("stack", lines=lines)])
+
+
+def stack(snapshot: Snapshot, options: StackOptions) -> StackResult:
+    return StackResult(options.address_n, allocation_json(snapshot, options.address_n, options.all_frames))
 
 
 def describe_match(snapshot: Snapshot, match: Match, all_frames: bool) -> dict:
@@ -139,51 +166,13 @@ def _allocations(matches: list[Match]) -> list[Match]:
     return list(by_name.values())
 
 
-def run(args) -> int:
-    if parse_address(args.address_n) is None:  # before the file is read
-        raise UsageError(f"{args.address_n}: not an address_n or address ({_FORMS})")
-    snapshot = load(args.snapshot, args.model_cache)
-    info = allocation_json(snapshot, args.address_n, args.all_frames)
-    if isinstance(info, list):
-        return _list_allocations(info, args.address_n.strip(), args.json)
-    if args.json:
-        print_json(info)
-        return 0
-    pool = f"  {info['pool']}" if "pool" in info else ""
-    print(f"{info['address_n']}  {format_bytes(info['size'])}  device {info['device']}{pool}")
-    if info.get("block", {}).get("ghost"):
-        print("(ghost block: live in the snapshot's segment list, but no event of the trace is its allocation: "
-              "allocated before recording began, or its alloc fell off the ring buffer)")
-    elif not info["alloc_in_trace"]:
-        print("(allocated before the trace starts: its alloc fell off the ring buffer or predates recording)")
-    for label, event in info["events"].items():
-        meta = f"  [{event['user_metadata']}]" if event.get("user_metadata") else ""
-        print(f"\n{label} at event {event['index']:,}:{meta}")
-        _print_stack(event["stack"], event.get("no_stack", ""))
-        if "forward_stack" in event:
-            print("  forward stack (the op's forward pass):")
-            _print_stack(event["forward_stack"], indent="    ")
-    if "block" in info:
-        print(f"\nat snapshot time: {info['block']['state']}")
-        if not info["events"]:
-            _print_stack(info["block"]["stack"], "no stack: the trace never saw this allocation"
-                         if info["block"]["ghost"] else "")
-            if "forward_stack" in info["block"]:
-                print("  forward stack (the op's forward pass):")
-                _print_stack(info["block"]["forward_stack"], indent="    ")
-    for note in info.get("annotations", []):
-        print(f"\nannotation at event {note['index']:,}: {note['label']}")
-        _print_stack(note["stack"])
-    return 0
-
-
 def allocation_json(snapshot: Snapshot, text: str, all_frames: bool = False) -> dict | list[dict]:
     """What ``stack --json`` prints for ``text``: one allocation's stacks (a dict, see
     :func:`describe_match`), or for a bare address made several allocations, a row per
     allocation (a list, see :func:`life_row`). UsageError when ``text`` names none."""
     address = parse_address(text)
     if address is None:
-        raise UsageError(f"{text}: not an address_n or address ({_FORMS})")
+        raise UsageError(f"{text}: not an address_n or address ({FORMS})")
     matches = snapshot.find(text)
     if not matches:
         raise UsageError(f"{text}: no such allocation in {snapshot.name}")
@@ -198,39 +187,70 @@ def allocation_json(snapshot: Snapshot, text: str, all_frames: bool = False) -> 
     return describe_match(snapshot, match, all_frames)
 
 
-def _list_allocations(rows: list[dict], query: str, as_json: bool) -> int:
-    if as_json:
-        print_json(rows)
-        return 0
+def allocation_lines(info: dict) -> list[str]:
+    """One allocation's stacks as ``memtui stack`` prints them."""
+    out: list[str] = []
+    pool = f"  {info['pool']}" if "pool" in info else ""
+    out.append(f"{info['address_n']}  {format_bytes(info['size'])}  device {info['device']}{pool}")
+    if info.get("block", {}).get("ghost"):
+        out.append("(ghost block: live in the snapshot's segment list, but no event of the trace is its allocation: "
+                   "allocated before recording began, or its alloc fell off the ring buffer)")
+    elif not info["alloc_in_trace"]:
+        out.append("(allocated before the trace starts: its alloc fell off the ring buffer or predates recording)")
+    for label, event in info["events"].items():
+        meta = f"  [{event['user_metadata']}]" if event.get("user_metadata") else ""
+        out += ["", f"{label} at event {event['index']:,}:{meta}"]
+        out += stack_lines(event["stack"], event.get("no_stack", ""))
+        if "forward_stack" in event:
+            out.append("  forward stack (the op's forward pass):")
+            out += stack_lines(event["forward_stack"], indent="    ")
+    if "block" in info:
+        out += ["", f"at snapshot time: {info['block']['state']}"]
+        if not info["events"]:
+            out += stack_lines(info["block"]["stack"], "no stack: the trace never saw this allocation"
+                               if info["block"]["ghost"] else "")
+            if "forward_stack" in info["block"]:
+                out.append("  forward stack (the op's forward pass):")
+                out += stack_lines(info["block"]["forward_stack"], indent="    ")
+    for note in info.get("annotations", []):
+        out += ["", f"annotation at event {note['index']:,}: {note['label']}"]
+        out += stack_lines(note["stack"])
+    return out
+
+
+def listing_lines(rows: list[dict], query: str) -> list[str]:
+    """Every allocation made at a bare address, one line each."""
     segment = "segment_alloc" in rows[0]
     what = "segment allocations" if segment else "allocations"
-    print(f"{len(rows):,} {what} at {query} on device {rows[0]['device']}; name one by its address_n for its stacks")
+    out = [f"{len(rows):,} {what} at {query} on device {rows[0]['device']}; name one by its address_n for its stacks"]
     labels = ["segment_alloc", "segment_free"] if segment else ["alloc", "free_requested", "free_completed"]
     width = max(len(r["address_n"]) for r in rows)
     header = "".join(f"{label:>16}" for label in labels)
-    print(f"\n{'address_n':<{width}}{header} {'size':>11}  frame")
+    out += ["", f"{'address_n':<{width}}{header} {'size':>11}  frame"]
     for r in rows:
         indices = "".join(f"{_index(r[label]):>16}" for label in labels)
         state = f"  [{r['state']} at snapshot]" if r["state"] else ""
-        print(f"{r['address_n']:<{width}}{indices} {format_bytes(r['size']):>11}  {r['top_frame']}{state}")
-    return 0
+        out.append(f"{r['address_n']:<{width}}{indices} {format_bytes(r['size']):>11}  {r['top_frame']}{state}")
+    return out
 
 
 def _index(i: int | None) -> str:
     return "-" if i is None else f"{i:,}"
 
 
-def _print_stack(frames: list[dict], no_stack: str = "", indent: str = "  ") -> None:
+def stack_lines(frames: list[dict], no_stack: str = "", indent: str = "  ") -> list[str]:
+    out = []
     if not frames:
-        print(f"{indent}({no_stack or 'no stack recorded'})")
+        out.append(f"{indent}({no_stack or 'no stack recorded'})")
     for f in frames:
-        print(f"{indent}{f['filename']}:{f['line']} {f['name']}")
+        out.append(f"{indent}{f['filename']}:{f['line']} {f['name']}")
         if f.get("fx_node_name"):
             what = " ".join(str(f[k]) for k in ("fx_node_op", "fx_node_target") if f.get(k))
-            print(f"{indent}    fx node {f['fx_node_name']} {what}".rstrip())
+            out.append(f"{indent}    fx node {f['fx_node_name']} {what}".rstrip())
         for line in (f.get("fx_original_trace") or "").strip("\n").splitlines():
-            print(f"{indent}    | {line.rstrip()}")
+            out.append(f"{indent}    | {line.rstrip()}")
         code = (f.get(FORWARD_TEXT) or "").splitlines()[1:]
         for line in code:
             if line.strip():
-                print(f"{indent}    {line.strip()}")
+                out.append(f"{indent}    {line.strip()}")
+    return out

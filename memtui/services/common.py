@@ -1,0 +1,30 @@
+"""Options several analyses share, declared once so they read and bound the same everywhere."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memtui.model import Snapshot
+from memtui.services.options import option
+
+MAX_ROWS = 1000  # the most call sites, allocations or rows an analysis is asked to list
+DEFAULT_DEVICE = "the device with an OOM, else the one with the most events, else the most reserved"
+
+
+def device_option(help: str = f"device (default: {DEFAULT_DEVICE})") -> Any:
+    return option(None, help, optional=True)
+
+
+def depth_option() -> Any:
+    return option(1, "user (Python) frames that make a call site (default 1: the deepest user frame, the line "
+                     "that allocated)", low=1, high=100)
+
+
+def top_option(default: int, help: str) -> Any:
+    return option(default, help, low=0, high=MAX_ROWS)
+
+
+def device_index(snapshot: Snapshot, device: int | None) -> int:
+    """The device an analysis looks at: the one asked for, else the snapshot's default
+    (the explorer's rule, :meth:`Snapshot.default_device`)."""
+    return snapshot.device_or_default(device)

@@ -1,0 +1,82 @@
+"""top: the largest live blocks at snapshot time and where they were allocated."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from memtui.model import Snapshot
+from memtui.model.segments import ALLOCATED, PENDING_FREE
+from memtui.report.sections import Lines, Report
+from memtui.services.options import option
+from memtui.units import format_bytes
+
+# The block states of a snapshot as the text table says them (--json keeps the snapshot's names).
+STATE_TEXT = {"active_allocated": "allocated", "active_pending_free": "pending free",
+              "active_awaiting_free": "pending free"}
+
+
+@dataclass(frozen=True)
+class TopOptions:
+    device: int | None = option(None, "only this device (default: all)", optional=True)
+    # The MCP tool pages with limit and offset instead.
+    n: int = option(20, "how many blocks (default 20)", low=0, flag="-n", front_ends=("cli",))
+
+
+@dataclass
+class TopResult:
+    rows: list[dict]  # the largest n, largest first
+    total: int  # live blocks in all (on the device asked for)
+
+    def to_json(self) -> list[dict]:
+        return self.rows
+
+    def report(self) -> Report:
+        if not self.rows:
+            return Report("Top", [Lines("rows", lines=["no live blocks at snapshot time"])])
+        lines = [f"{'size':>12}  {'address_n':<18} {'dev':>3}  {'state':<12} allocated at"]
+        for row in self.rows:
+            state = STATE_TEXT.get(row["state"], row["state"])
+            where = row["top_frame"] or ("(ghost block: allocated before the trace)" if row["ghost"] else "(no stack)")
+            lines.append(f"{format_bytes(row['size']):>12}  {row['address_n']:<18} {row['device']:>3}  {state:<12} "
+                         f"{where}")
+        return Report("Top", [Lines("rows", lines=lines)])
+
+
+def top(snapshot: Snapshot, options: TopOptions) -> TopResult:
+    if options.device is not None:
+        snapshot.device_or_default(options.device)  # one line for a device the file does not have
+    total = sum(int(np.count_nonzero(_live(d))) for d in snapshot.devices
+                if options.device is None or d.device == options.device)
+    return TopResult(largest_live_blocks(snapshot, options.n, options.device), total)
+
+
+def _live(dev) -> np.ndarray:
+    return (dev.blocks.state == ALLOCATED) | (dev.blocks.state == PENDING_FREE)
+
+
+def largest_live_blocks(snapshot: Snapshot, n: int, device: int | None = None) -> list[dict]:
+    rows = []
+    for dev in snapshot.devices:
+        if device is not None and dev.device != device:
+            continue
+        for b in np.nonzero(_live(dev))[0]:
+            rows.append((int(dev.blocks.size[b]), dev, int(b)))
+    rows.sort(key=lambda r: -r[0])
+    out = []
+    for size, dev, b in rows[: max(n, 0)]:
+        sid = int(dev.block_site_stack[b])  # a block allocated in backward: its forward line (relevance.py)
+        fid = int(snapshot.stacks.label[sid]) if sid >= 0 else -1
+        out.append({
+            "device": dev.device,
+            "address_n": dev.block_address_n(b),
+            "address": int(dev.blocks.address[b]),
+            "size": size,
+            "requested_size": int(dev.blocks.requested_size[b]),
+            "state": dev.blocks.state_names[int(dev.blocks.state[b])],
+            "frame": snapshot.stacks.frame_dict(fid) if fid >= 0 else None,
+            "top_frame": snapshot.stacks.frames.label_text(fid) if fid >= 0 else "",
+            "ghost": bool(dev.ghost_blocks[b]),
+        })
+    return out
