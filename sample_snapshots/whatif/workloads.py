@@ -789,11 +789,11 @@ RECORD_ATTEMPTS = [("python", "all"), ("all", "all"), ("python", "alloc"), ("pyt
 
 
 class Orchestrator:
-    def __init__(self, out: str, jobs: int, deadline: float, proc_timeout: float) -> None:
+    def __init__(self, out: str, jobs: int, deadline: float, proc_timeout: float, resume: bool = False) -> None:
         import threading
         from concurrent.futures import ThreadPoolExecutor
 
-        self.out, self.raw = out, os.path.join(out, "raw")
+        self.out, self.raw, self.resume = out, os.path.join(out, "raw"), resume
         os.makedirs(self.raw, exist_ok=True)
         self.start, self.deadline, self.proc_timeout = time.time(), deadline, proc_timeout
         self.pool = ThreadPoolExecutor(max_workers=jobs)
@@ -823,6 +823,8 @@ class Orchestrator:
         self.pool.submit(task)
 
     def proc(self, args: list[str], setting: str) -> int:
+        if time.time() - self.start > self.deadline + self.proc_timeout:
+            return -1                           # past the hard end: a bisection stops here
         env = {**os.environ, "PYTORCH_CUDA_ALLOC_CONF": setting, "PYTHONUNBUFFERED": "1",
                "TORCHINDUCTOR_COMPILE_THREADS": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
         if not setting:
@@ -843,7 +845,10 @@ class Orchestrator:
     def measure(self, name: str, idx: int, oom_cap: str | None) -> None:
         result = f"{self.raw}/{name}.s{idx}.json"
         args = ["--measure", name, "--setting-index", str(idx), "--result", result]
-        if name in FRESH_TRIALS:
+        done = _load(result) or {}
+        if self.resume and done.get("bisection") and not done.get("failure"):
+            pass                                # measured by an earlier run into this folder
+        elif name in FRESH_TRIALS:
             self.proc(args + ["--no-bisection"], SETTINGS[idx])
             self.fresh_bisection(name, idx, oom_cap, result)
         else:
@@ -885,6 +890,8 @@ class Orchestrator:
 
     def record(self, name: str, cap: int | None) -> None:
         stem = f"{name}.oom" if cap else name
+        if self.resume and os.path.exists(os.path.join(self.out, stem + ".pickle")):
+            return
         for attempt, (stacks, context) in enumerate(RECORD_ATTEMPTS):
             path = f"{self.raw}/{stem}.rec{attempt}.json"
             args = ["--record", name, "--snap", os.path.join(self.out, stem + ".pickle"), "--result", path,
@@ -1070,6 +1077,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--assemble", action="store_true")
     p.add_argument("--no-bisection", action="store_true")
     p.add_argument("--table", action="store_true")
+    p.add_argument("--resume", action="store_true", help="keep results already in --out")
     p.add_argument("--trial")
     p.add_argument("--stacks", default="python")
     p.add_argument("--context", default="all")
@@ -1094,7 +1102,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             assemble(a.out, name)
         return 0
-    Orchestrator(a.out, a.jobs, a.deadline, a.proc_timeout).run(names)
+    Orchestrator(a.out, a.jobs, a.deadline, a.proc_timeout, a.resume).run(names)
     return 0
 
 
