@@ -427,7 +427,10 @@ def view(args) -> dict:
     async def drive() -> None:
         app = WatchApp(jobs, out_dir=args.out)
         async with app.run_test(size=(160, 48)) as pilot:
+            deadline = time.time() + 60
             while not (isinstance(app.screen, LiveScreen) and app.screen.view is not None):
+                if time.time() > deadline:
+                    raise AssertionError(f"no live view after 60 s: {app.screen!r}")
                 await pilot.pause(0.05)
             screen = app.screen
 
@@ -469,6 +472,11 @@ def view(args) -> dict:
     try:
         asyncio.run(drive())
     finally:
+        try:  # a failure above must not leave the job waiting for its next command
+            job.stdin.write("quit\n")
+            job.stdin.flush()
+        except OSError:
+            pass
         job.wait(60)
     for key in ("counters", "trace"):
         values = [v for v in result[key] if v is not None]

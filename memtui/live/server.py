@@ -143,12 +143,13 @@ class LiveServer:
     def watchers(self) -> int:
         return len(self._watchers)
 
-    def post(self, message: dict) -> None:
+    def post(self, message: dict, wake: bool = True) -> None:
         """Queue a message for every watcher (thread-safe, never blocks): steps, OOMs, bye.
         A ``snapshot`` in it is taken out and sent as the trace read at that moment."""
         message.setdefault("t", time.time())
         self._posted.append(message)
-        self._wake()
+        if wake:
+            self._wake()
 
     def _wake(self) -> None:
         with contextlib.suppress(OSError):

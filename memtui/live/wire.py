@@ -57,23 +57,37 @@ ALWAYS = (*FIELDS, *DEFAULTS, "frames")  # keys the list form implies; rest[MISS
 
 
 def pack_entries(entries: list[dict], table: FrameTable) -> list[list]:
+    by_id = table._by_id
+    number = table.number
+    common = len(ALWAYS)
     out = []
+    append = out.append
     for e in entries:
-        rest = None
-        for key, value in e.items():
-            if key in FIELDS or key == "frames" or DEFAULTS.get(key, MISSING) == value:
-                continue
-            if rest is None:
-                rest = {}
-            rest[key] = value
-        if len(e) < len(ALWAYS) or any(k not in e for k in ALWAYS):
-            missing = [k for k in ALWAYS if k not in e]
-            if missing:
-                rest = rest or {}
-                rest[MISSING] = missing
-        out.append([e.get("action"), e.get("addr"), e.get("size"), e.get("stream"), e.get("time_us"),
-                    table.numbers(e.get("frames")), rest])
+        frames = e.get("frames")
+        if frames is None:
+            numbers = None
+        else:
+            # Frames are shared dicts: most are found by identity, one lookup each.
+            numbers = [by_id.get(id(f)) for f in frames]
+            if None in numbers:
+                numbers = [number(f) for f in frames]
+        if (len(e) == common and e.get("compile_context") == "N/A" and e.get("user_metadata") == ""
+                and "action" in e and "frames" in e and "time_us" in e and "stream" in e and "addr" in e
+                and "size" in e):
+            rest = None  # the usual entry: everything is in the list
+        else:
+            rest = _rest(e)
+        append([e.get("action"), e.get("addr"), e.get("size"), e.get("stream"), e.get("time_us"), numbers, rest])
     return out
+
+
+def _rest(e: dict) -> dict | None:
+    """The keys of an unusual entry that the list form does not carry, and the ones it lacks."""
+    rest = {k: v for k, v in e.items() if k not in FIELDS and k != "frames" and DEFAULTS.get(k, MISSING) != v}
+    missing = [k for k in ALWAYS if k not in e]
+    if missing:
+        rest[MISSING] = missing
+    return rest or None
 
 
 def unpack_entries(packed: list[list], frames: list[dict]) -> list[dict]:
