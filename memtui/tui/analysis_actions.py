@@ -1,6 +1,6 @@
 """The explorer's analysis keys, made from the spec table (memtui.services.catalog): each opens
 an analysis screen, and the row chosen there moves the event log (to an event, or to one
-call site's events: a :class:`memtui.tui.log_scope.Site`, shown by ``MainScreen.set_scope``).
+call site's events: a :class:`memtui.tui.views.log_scope.Site`, shown by ``MainScreen.set_scope``).
 
 An analysis with a screen of its own is listed in :data:`SCREENS`; any other with a key
 shows its report in :class:`~memtui.tui.screens.service_report.ServiceReportScreen`.
@@ -13,7 +13,7 @@ import importlib
 from textual.screen import Screen
 
 from memtui.services.catalog import explorer_specs, spec
-from memtui.tui.device_view import DeviceView
+from memtui.tui.views.device_view import DeviceView
 
 IN_FOOTER = {"oom"}  # the analysis keys the footer shows; the others are in help and the palette
 

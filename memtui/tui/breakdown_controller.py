@@ -5,7 +5,7 @@ cursor, `T` draws the timeline stacked by category.
 A controller the main screen owns (``screen.breakdown``) and hands its keys and messages to;
 it reads only the screen's public parts (``current_view``, ``cursor``, ``inspector``,
 ``segment_map``, ``status``, ``go_to``, ``action_toggle_timeline``) and keeps its own state.
-Every category is decided once per device in a worker (memtui/tui/breakdown_view.py); after
+Every category is decided once per device in a worker (memtui/tui/views/breakdown_view.py); after
 that a cursor move costs one sum over the live set the explorer has already replayed.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from memtui.analysis.category_rules import CategoryRules, load_rules
 from memtui.errors import MemtuiError
-from memtui.tui.breakdown_view import DeviceBreakdown, build_device_breakdown
 from memtui.tui.messages import BreakdownReady
+from memtui.tui.views.breakdown_view import DeviceBreakdown, build_device_breakdown
 from memtui.tui.widgets.breakdown_pane import BreakdownPane
 from memtui.tui.widgets.timeline import Timeline
 

@@ -15,10 +15,10 @@ from textual.message import Message
 
 from memtui.export.writer import ExportResult
 from memtui.model import Snapshot
-from memtui.tui.breakdown_view import DeviceBreakdown
-from memtui.tui.device_view import DeviceView
-from memtui.tui.log_scope import Filter
-from memtui.tui.search import SearchResult
+from memtui.tui.views.breakdown_view import DeviceBreakdown
+from memtui.tui.views.device_view import DeviceView
+from memtui.tui.views.log_scope import Filter
+from memtui.tui.views.search import SearchResult
 
 
 class Latest(Message):

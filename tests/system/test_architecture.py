@@ -78,7 +78,8 @@ def test_no_module_of_the_pure_layers_loads_textual_or_torch():
     code = ("import importlib, pkgutil\n"
             "import memtui.open, memtui.replay\n"
             "for package in ('memtui.load', 'memtui.model', 'memtui.allocator', 'memtui.analysis', 'memtui.query',\n"
-            "                'memtui.report', 'memtui.export', 'memtui.cache', 'memtui.fleet', 'memtui.live'):\n"
+            "                'memtui.report', 'memtui.export', 'memtui.cache', 'memtui.fleet', 'memtui.live',\n"
+            "                'memtui.tui.views'):\n"
             "    for info in pkgutil.walk_packages(importlib.import_module(package).__path__, package + '.'):\n"
             "        importlib.import_module(info.name)")
     assert loaded_frameworks(code) == set()

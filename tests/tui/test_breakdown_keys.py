@@ -10,10 +10,10 @@ import time
 import numpy as np
 import pytest
 
-from memtui.tui.breakdown_view import build_device_breakdown
-from memtui.tui.device_view import build_device_view
 from memtui.tui.screens.breakdown import BreakdownScreen
 from memtui.tui.screens.main import MainScreen
+from memtui.tui.views.breakdown_view import build_device_breakdown
+from memtui.tui.views.device_view import build_device_view
 from memtui.tui.widgets.breakdown_pane import BreakdownPane
 from memtui.tui.widgets.call_tree import CallTree
 from memtui.tui.widgets.timeline import Timeline

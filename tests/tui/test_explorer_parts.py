@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from memtui.model.lifetimes import NONE
-from memtui.tui import navigation
-from memtui.tui.device_view import build_device_view
-from memtui.tui.event_columns import EventColumns
-from memtui.tui.plot import FILL, column_of_event, event_of_column, raster
-from memtui.tui.search import looks_like_identifier, run_search
-from memtui.tui.segment_rows import GAP_ROW, SEGMENT_ROW, SELECTED_CELL, StateLayout
-from memtui.tui.stack_lines import collapse_repeats, source_context
+from memtui.tui.views import navigation
+from memtui.tui.views.device_view import build_device_view
+from memtui.tui.views.event_columns import EventColumns
+from memtui.tui.views.plot import FILL, column_of_event, event_of_column, raster
+from memtui.tui.views.search import looks_like_identifier, run_search
+from memtui.tui.views.segment_rows import GAP_ROW, SEGMENT_ROW, SELECTED_CELL, StateLayout
+from memtui.tui.views.stack_lines import collapse_repeats, source_context
 from tests.conftest import ROOT, shared_files
 from tests.tui.helpers import loaded, tiny_path
 
@@ -135,7 +135,7 @@ def test_every_key_is_documented():
 
 def test_source_lines_are_shown_when_the_file_exists(tmp_path: Path):
     from memtui.model import build_model
-    from memtui.tui.inspector_content import InspectOptions, event_lines
+    from memtui.tui.views.inspector_content import InspectOptions, event_lines
     from tests.fixtures.tiny_snapshot import tiny_snapshot
 
     source = tmp_path / "train.py"

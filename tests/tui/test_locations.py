@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memtui.tui.locations import fit_location, frame_location, site_location
+from memtui.tui.views.locations import fit_location, frame_location, site_location
 
 LOC = frame_location("/work/steering/tools/gen_snapshots.py", 213, "w_oom_training")
 

@@ -16,7 +16,7 @@ import pytest
 
 from memtui.model.lifetimes import NONE
 from memtui.tui.screens.help import HelpScreen
-from memtui.tui.segment_rows import (
+from memtui.tui.views.segment_rows import (
     FREE_LEVEL,
     FULL_CHAR,
     FULL_LEVEL,
@@ -149,7 +149,7 @@ async def test_the_map_and_help_have_a_legend():
 def test_a_pending_free_block_shows_even_when_it_shares_its_cells():
     """E holds 8 MiB allocated, 4 MiB pending free, 8 MiB allocated: at six cells the pending
     block shares both its cells with allocated ones and must still be drawn."""
-    from memtui.tui.segment_rows import PENDING_CELL
+    from memtui.tui.views.segment_rows import PENDING_CELL
 
     state = _state_at_large_oom()
     layout = StateLayout(state)

@@ -16,9 +16,9 @@ from memtui.analysis.oom import diagnose_ooms
 from memtui.model.segments import ALLOCATED, INACTIVE, PENDING_FREE
 from memtui.services.oom import render
 from memtui.state_figures import BlockCounts, count_blocks, pool_free, request_pool, segment_pools
-from memtui.tui.device_view import build_device_view
-from memtui.tui.inspector_content import InspectOptions, oom_lines, segment_lines
-from memtui.tui.segment_rows import SEGMENT_ROW, StateLayout
+from memtui.tui.views.device_view import build_device_view
+from memtui.tui.views.inspector_content import InspectOptions, oom_lines, segment_lines
+from memtui.tui.views.segment_rows import SEGMENT_ROW, StateLayout
 from memtui.units import format_bytes, plural
 from tests.conftest import SAMPLES, SHARED
 from tests.tui.helpers import loaded, make_app, ready, tiny_path

@@ -11,7 +11,7 @@ import pytest
 from memtui.cli import main
 from memtui.model.address_n import names_segment, parse_address, parse_address_candidates
 from memtui.open import open_snapshot
-from memtui.tui.search import looks_like_identifier, run_search
+from memtui.tui.views.search import looks_like_identifier, run_search
 from tests.conftest import sample_files
 from tests.fixtures.tiny_snapshot import write_tiny_snapshot
 

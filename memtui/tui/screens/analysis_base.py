@@ -10,7 +10,7 @@ The report and the table scroll as one page, so every line of the report is reac
 a small terminal: Down, PgDn and End read on through the report into the table, Home
 goes back to its top, and the table's cursor follows once its rows are in view. The last
 column (a call site, a file) takes the width the others leave and prints short (see
-memtui/tui/locations.py); the line under the table shows the highlighted row's location
+memtui/tui/views/locations.py); the line under the table shows the highlighted row's location
 in full.
 """
 
@@ -31,9 +31,9 @@ from memtui.errors import MemtuiError
 from memtui.report.format import cell_text
 from memtui.report.sections import Place, Report, Table
 from memtui.report.text import text_lines
-from memtui.tui.analysis_jumps import AnalysisJump
-from memtui.tui.locations import Location, fit_location, site_location
 from memtui.tui.messages import AnalysisComputed, AnalysisFailed
+from memtui.tui.views.analysis_jumps import AnalysisJump
+from memtui.tui.views.locations import Location, fit_location, site_location
 
 Cell = str | Location
 Row = tuple[tuple[Cell, ...], AnalysisJump | None]

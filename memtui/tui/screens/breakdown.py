@@ -3,7 +3,7 @@ category with their largest call sites, and the live set as a call tree.
 
 The screen has its own event cursor (`,` `.` one event, `<` `>` one step's peak, `P` the
 peak); each move replays the allocator to that event and sums the live set it holds
-(memtui/tui/breakdown_view.py), so moving costs what the explorer's own cursor costs.
+(memtui/tui/views/breakdown_view.py), so moving costs what the explorer's own cursor costs.
 Closing it hands the event back, and the explorer's cursor goes there.
 """
 
@@ -17,7 +17,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from memtui.analysis.breakdown import step_peaks
-from memtui.tui.breakdown_view import DeviceBreakdown
+from memtui.tui.views.breakdown_view import DeviceBreakdown
 from memtui.tui.widgets.breakdown_pane import BreakdownPane
 from memtui.tui.widgets.call_tree import CallTree
 from memtui.tui.widgets.timeline import Timeline

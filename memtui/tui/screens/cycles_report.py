@@ -5,10 +5,10 @@ from __future__ import annotations
 from memtui.analysis.cycles import CycleReport
 from memtui.report.cycles import cycles_report
 from memtui.services.cycles import CyclesOptions, cycles
-from memtui.tui.analysis_jumps import event_jump, site_jump
-from memtui.tui.device_view import DeviceView
-from memtui.tui.locations import Location, table_location
 from memtui.tui.screens.analysis_base import AnalysisScreen, Row, sections_text, table_cells
+from memtui.tui.views.analysis_jumps import event_jump, site_jump
+from memtui.tui.views.device_view import DeviceView
+from memtui.tui.views.locations import Location, table_location
 
 
 class CyclesReportScreen(AnalysisScreen):

@@ -10,8 +10,8 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from memtui.model import actions as act
-from memtui.tui.device_view import DeviceView
-from memtui.tui.inspector_content import event_lines
+from memtui.tui.views.device_view import DeviceView
+from memtui.tui.views.inspector_content import event_lines
 from memtui.tui.widgets.stack_inspector import StackInspector
 
 

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from memtui.analysis.diff import MemoryDiff
 from memtui.report.diff import diff_report
 from memtui.report.format import signed_bytes
-from memtui.tui.analysis_jumps import site_jump
-from memtui.tui.device_view import DeviceView
 from memtui.tui.screens.analysis_base import AnalysisScreen, Row, table_cells
+from memtui.tui.views.analysis_jumps import site_jump
+from memtui.tui.views.device_view import DeviceView
 from memtui.units import format_bytes
 
 

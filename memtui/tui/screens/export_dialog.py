@@ -25,8 +25,8 @@ from memtui.errors import MemtuiError
 from memtui.export.place import ANYWHERE, ExportPlace
 from memtui.export.writer import ExportResult, export_snapshot
 from memtui.model import Snapshot
-from memtui.tui.log_scope import Filter, LogScope, Site
 from memtui.tui.messages import ExportFinished, ExportProgress
+from memtui.tui.views.log_scope import Filter, LogScope, Site
 
 
 @dataclass

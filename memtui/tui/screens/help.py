@@ -10,9 +10,9 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from memtui.tui.filter_actions import FILTER_EXAMPLES
 from memtui.tui.keys import key_reference
-from memtui.tui.segment_rows import LEGEND
+from memtui.tui.views.filter_actions import FILTER_EXAMPLES
+from memtui.tui.views.segment_rows import LEGEND
 
 # Theme variables of the segment map's colours, by legend entry (SegmentMap.DEFAULT_CSS has the same).
 _LEGEND_VARIABLES = {"allocated": "success", "pending free": "warning", "filter match": "primary-lighten-2",

@@ -5,9 +5,9 @@ from __future__ import annotations
 from memtui.analysis.leaks import LeakReport
 from memtui.report.leaks import leaks_report
 from memtui.services.leaks import LeaksOptions, leaks
-from memtui.tui.analysis_jumps import site_jump
-from memtui.tui.device_view import DeviceView
 from memtui.tui.screens.analysis_base import AnalysisScreen, Row, sections_text, table_cells
+from memtui.tui.views.analysis_jumps import site_jump
+from memtui.tui.views.device_view import DeviceView
 
 SITES_LISTED = 30
 

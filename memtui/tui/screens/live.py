@@ -29,8 +29,8 @@ from memtui.live.runtime import JobInfo
 from memtui.live.views import by_headroom, duration, live_call_sites, oom_lines
 from memtui.model import actions as act
 from memtui.record.files import write_snapshot
-from memtui.tui.device_view import DeviceView, build_device_view
 from memtui.tui.messages import LiveModelReady, SnapshotSaved
+from memtui.tui.views.device_view import DeviceView, build_device_view
 from memtui.tui.widgets.event_log import EventLog
 from memtui.tui.widgets.live_plot import CounterPlot
 from memtui.tui.widgets.rank_lines import RankLines

@@ -25,8 +25,8 @@ from memtui.errors import MemtuiError
 from memtui.load import ProgressFn
 from memtui.model import Snapshot
 from memtui.open import open_snapshot
-from memtui.tui.device_view import build_device_view
 from memtui.tui.messages import LoadFailed, LoadFinished, LoadProgress
+from memtui.tui.views.device_view import build_device_view
 from memtui.units import format_bytes
 
 Loader = Callable[[ProgressFn], Snapshot]

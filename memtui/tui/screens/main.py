@@ -4,7 +4,7 @@ The event cursor drives everything: moving it replays the allocator to that even
 (time travel) and shows the event in the inspector. Jumps (OOM, search, same address,
 alloc/free) all end in :meth:`MainScreen.go_to`.
 
-What the event log lists is one value, :attr:`MainScreen.scope` (memtui/tui/log_scope.py):
+What the event log lists is one value, :attr:`MainScreen.scope` (memtui/tui/views/log_scope.py):
 every event, a filter's matches (`\\`) or an analysis's call site; :meth:`MainScreen.set_scope`
 changes it and everything that shows it. The export (`x`) writes what the scope lists.
 """
@@ -27,17 +27,17 @@ from memtui.model import Snapshot
 from memtui.model import actions as act
 from memtui.model.lifetimes import NONE
 from memtui.query import FilterError
-from memtui.tui import navigation
 from memtui.tui.analysis_actions import ANALYSIS_KEYS, ANALYSIS_PALETTE, analysis_screen
-from memtui.tui.analysis_jumps import AnalysisJump
 from memtui.tui.breakdown_controller import BREAKDOWN_KEYS, BREAKDOWN_PALETTE, BreakdownController
-from memtui.tui.device_view import DeviceView, build_device_view
-from memtui.tui.filter_actions import FILTER_KEYS, FILTER_PALETTE
-from memtui.tui.inspector_content import block_lines, event_lines, segment_lines
 from memtui.tui.keys import key_label
-from memtui.tui.log_scope import ALL, Filter, LogScope, Site, filter_scope
 from memtui.tui.messages import BreakdownReady, DeviceReady, FilterDone, SearchDone
-from memtui.tui.search import SearchResult, run_search
+from memtui.tui.views import navigation
+from memtui.tui.views.analysis_jumps import AnalysisJump
+from memtui.tui.views.device_view import DeviceView, build_device_view
+from memtui.tui.views.filter_actions import FILTER_KEYS, FILTER_PALETTE
+from memtui.tui.views.inspector_content import block_lines, event_lines, segment_lines
+from memtui.tui.views.log_scope import ALL, Filter, LogScope, Site, filter_scope
+from memtui.tui.views.search import SearchResult, run_search
 from memtui.tui.widgets.breakdown_pane import BreakdownPane
 from memtui.tui.widgets.event_log import EventLog
 from memtui.tui.widgets.filter_bar import FilterBar
@@ -325,7 +325,7 @@ class MainScreen(Screen):
         if then is not None:
             then()
 
-    # -- what the event log lists (memtui/tui/log_scope.py) --------------------------------
+    # -- what the event log lists (memtui/tui/views/log_scope.py) --------------------------------
     def set_scope(self, scope: LogScope, at: int | None = None) -> None:
         """List ``scope``'s events: the log's rows and title, the filter's marks on the
         timeline and the map, and (for a call site) what n/N step through change together.

@@ -5,9 +5,9 @@ from __future__ import annotations
 from memtui.analysis.oom import OomDiagnosis
 from memtui.report.oom import oom_report
 from memtui.services.oom import OomOptions, oom
-from memtui.tui.analysis_jumps import event_jump, site_jump
-from memtui.tui.device_view import DeviceView
 from memtui.tui.screens.analysis_base import AnalysisScreen, Row, sections_text, table_cells
+from memtui.tui.views.analysis_jumps import event_jump, site_jump
+from memtui.tui.views.device_view import DeviceView
 from memtui.units import format_bytes
 
 

@@ -18,10 +18,10 @@ from memtui.analysis.rank_overview import group_outliers, peak_histogram
 from memtui.analysis.ranks import compare_ranks
 from memtui.report.ranks import FULL_TABLE_RANKS, rank_table, ranks_report
 from memtui.report.sections import Table
-from memtui.tui.analysis_jumps import AnalysisJump
-from memtui.tui.locations import Location
 from memtui.tui.messages import SummaryProgress
 from memtui.tui.screens.analysis_base import AnalysisScreen, Cell, Row, sections_text, table_cells
+from memtui.tui.views.analysis_jumps import AnalysisJump
+from memtui.tui.views.locations import Location
 
 ProgressFn = Callable[[int, int, int], None]  # done, total, failed
 Summarize = Callable[[ProgressFn], list[dict]]

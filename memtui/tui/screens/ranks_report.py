@@ -17,10 +17,10 @@ from memtui.cache.summaries import default_summary_cache
 from memtui.errors import UsageError
 from memtui.fleet.rank_files import summarize_files
 from memtui.report.ranks import ranks_report
-from memtui.tui.analysis_jumps import AnalysisJump, event_jump
-from memtui.tui.device_view import DeviceView
 from memtui.tui.screens.analysis_base import AnalysisScreen, Row, sections_text
 from memtui.tui.screens.rank_list import rank_cells
+from memtui.tui.views.analysis_jumps import AnalysisJump, event_jump
+from memtui.tui.views.device_view import DeviceView
 
 _RANK = re.compile(r"(rank[_\-.]?)(\d+)", re.IGNORECASE)
 

@@ -10,8 +10,8 @@ from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
 from memtui.model.lifetimes import NONE
-from memtui.tui.device_view import DeviceView
-from memtui.tui.search import SearchResult
+from memtui.tui.views.device_view import DeviceView
+from memtui.tui.views.search import SearchResult
 from memtui.units import format_bytes
 
 MAX_LISTED = 5000  # an address reused a million times would make a useless list; n/N still steps all

@@ -9,9 +9,9 @@ from __future__ import annotations
 import dataclasses
 
 from memtui.services.spec import AnalysisSpec
-from memtui.tui.analysis_jumps import event_jump
-from memtui.tui.device_view import DeviceView
 from memtui.tui.screens.analysis_base import AnalysisScreen, Row, sections_text, table_cells
+from memtui.tui.views.analysis_jumps import event_jump
+from memtui.tui.views.device_view import DeviceView
 
 
 class ServiceReportScreen(AnalysisScreen):

@@ -26,8 +26,8 @@ from memtui.analysis.whatif_requests import build_requests
 from memtui.analysis.whatif_state import SimulatedRun
 from memtui.errors import MemtuiError
 from memtui.replay import AllocatorState
-from memtui.tui.device_view import DeviceView
 from memtui.tui.messages import AnalysisComputed, AnalysisFailed, SimulatedStateReady
+from memtui.tui.views.device_view import DeviceView
 from memtui.tui.widgets.segment_map import SegmentMap
 from memtui.tui.widgets.timeline import Timeline
 from memtui.units import format_bytes

@@ -11,8 +11,8 @@ from __future__ import annotations
 from textual.widgets import DataTable
 
 from memtui.analysis.whatif import WhatIf, what_if
-from memtui.tui.device_view import DeviceView
 from memtui.tui.screens.analysis_base import AnalysisScreen, Row
+from memtui.tui.views.device_view import DeviceView
 from memtui.units import format_bytes
 
 

@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.message import Message
 
 from memtui.analysis.breakdown import Breakdown
-from memtui.tui.stacked_plot import CATEGORY_COLOURS, category_css
+from memtui.tui.views.stacked_plot import CATEGORY_COLOURS, category_css
 from memtui.tui.widgets.styled_lines import StyledLines
 from memtui.units import format_bytes
 

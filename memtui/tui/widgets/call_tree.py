@@ -17,7 +17,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from memtui.analysis.live_tree import TreeNode
-from memtui.tui.stacked_plot import CATEGORY_COLOURS, category_css
+from memtui.tui.views.stacked_plot import CATEGORY_COLOURS, category_css
 from memtui.units import format_bytes
 
 MIX_CELLS = 6

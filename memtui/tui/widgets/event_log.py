@@ -22,9 +22,9 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from memtui.model import actions as act
-from memtui.tui.device_view import DeviceView
-from memtui.tui.event_columns import ColumnLayout, EventColumns
 from memtui.tui.messages import Latest
+from memtui.tui.views.device_view import DeviceView
+from memtui.tui.views.event_columns import ColumnLayout, EventColumns
 
 _ACTION_CLASS = {
     act.ALLOC: "event-log--alloc",

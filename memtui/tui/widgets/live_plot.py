@@ -1,7 +1,7 @@
 """The live timeline: allocated (area) and reserved (line) memory at every tick, newest at the
 right edge, with the steps and OOMs marked under it.
 
-The same braille raster as the explorer's timeline (memtui/tui/plot.py); its x axis is
+The same braille raster as the explorer's timeline (memtui/tui/views/plot.py); its x axis is
 time, not events, since the counters arrive ten times a second whatever the trace does.
 """
 
@@ -11,7 +11,7 @@ import numpy as np
 from rich.text import Text
 from textual.widget import Widget
 
-from memtui.tui.plot import BAND, FILL, LINE, raster
+from memtui.tui.views.plot import BAND, FILL, LINE, raster
 from memtui.units import format_bytes
 
 LABEL_WIDTH = 11

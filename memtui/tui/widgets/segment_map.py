@@ -1,7 +1,7 @@
 """The segment/block map: the allocator's state at the selected event.
 
 Map mode draws one bar per segment, scaled to its size, with blocks by state and every
-free byte visible (see :mod:`memtui.tui.segment_rows`; the legend is the border's
+free byte visible (see :mod:`memtui.tui.views.segment_rows`; the legend is the border's
 subtitle); list mode lists every block and free gap with exact addresses and sizes.
 Segments are grouped by memory pool (the default pool first, then CUDA graphs' and
 MemPools', each tagged in the label column: ``g1`` graph pool 1, ``m2`` mempool 2);
@@ -31,9 +31,9 @@ from memtui.model import metadata
 from memtui.model.lifetimes import NONE
 from memtui.replay import AllocatorState
 from memtui.state_figures import SegmentPools, count_blocks, pool_free, request_pool, segment_pools
-from memtui.tui.device_view import DeviceView
 from memtui.tui.messages import Latest
-from memtui.tui.segment_rows import (
+from memtui.tui.views.device_view import DeviceView
+from memtui.tui.views.segment_rows import (
     ALLOCATED_CELL,
     BLOCK_ROW,
     FREE_CELL,

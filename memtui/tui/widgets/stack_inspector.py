@@ -11,7 +11,7 @@ from collections.abc import Callable
 from rich.style import Style
 from textual.binding import Binding
 
-from memtui.tui.inspector_content import InspectOptions, Line
+from memtui.tui.views.inspector_content import InspectOptions, Line
 from memtui.tui.widgets.styled_lines import StyledLines
 
 _STYLE_CLASS = {
@@ -24,7 +24,7 @@ _STYLE_CLASS = {
 
 
 class StackInspector(StyledLines, can_focus=True):
-    """Shows lines produced by ``memtui.tui.inspector_content`` for the current selection."""
+    """Shows lines produced by ``memtui.tui.views.inspector_content`` for the current selection."""
 
     DEFAULT_CSS = """
     StackInspector {

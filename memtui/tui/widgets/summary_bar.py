@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from memtui.state_figures import count_blocks
-from memtui.tui.device_view import DeviceView
+from memtui.tui.views.device_view import DeviceView
 from memtui.units import format_bytes, plural
 
 

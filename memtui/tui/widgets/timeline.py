@@ -23,9 +23,9 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from memtui.tui.device_view import DeviceView
-from memtui.tui.plot import BAND, FILL, LINE, column_of_event, event_of_column, raster
-from memtui.tui.stacked_plot import CATEGORY_COLOURS, NONE, category_css, peak_points, stacked_raster
+from memtui.tui.views.device_view import DeviceView
+from memtui.tui.views.plot import BAND, FILL, LINE, column_of_event, event_of_column, raster
+from memtui.tui.views.stacked_plot import CATEGORY_COLOURS, NONE, category_css, peak_points, stacked_raster
 from memtui.units import format_bytes
 
 LABEL_WIDTH = 11

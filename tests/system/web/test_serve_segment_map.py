@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from memtui.tui.segment_rows import FULL_CHAR, LEVEL_CHARS
+from memtui.tui.views.segment_rows import FULL_CHAR, LEVEL_CHARS
 from tests.fixtures.fragmented import write_fragmented_snapshot
 from tests.system.web.test_serve_browser import (
     ANSI,

@@ -17,7 +17,7 @@ from memtui.analysis.callsites import CallSites
 from memtui.analysis.categories import CategoryTable, categorize
 from memtui.analysis.category_rules import CategoryRules
 from memtui.analysis.live_tree import TreeNode, live_tree
-from memtui.tui.device_view import DeviceView
+from memtui.tui.views.device_view import DeviceView
 
 
 @dataclass

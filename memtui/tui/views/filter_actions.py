@@ -3,7 +3,7 @@
 A filter narrows the event log to the matching events ("12,345 of 1,000,000"); the
 timeline and the segment map keep showing the whole trace and mark what matches (the
 timeline under its axis, the map by drawing matching allocations apart). The main screen
-computes it in a worker (:func:`memtui.tui.log_scope.filter_scope`) and shows it with
+computes it in a worker (:func:`memtui.tui.views.log_scope.filter_scope`) and shows it with
 ``MainScreen.set_scope``; the export writes what the log lists.
 """
 

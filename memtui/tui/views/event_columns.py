@@ -3,7 +3,7 @@
 Pure (no textual). The widths depend on the data (largest index, address, version,
 stream) and on the terminal width: narrow terminals drop the stream and time columns
 before the frame gets too narrow for ``file.py:line function``; the frame is then cut
-by the one rule of memtui/tui/locations.py (the function first, never the line number).
+by the one rule of memtui/tui/views/locations.py (the function first, never the line number).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from memtui.model import actions as act
 from memtui.model import metadata
-from memtui.tui.device_view import DeviceView
-from memtui.tui.locations import Location, fit_location, table_location
+from memtui.tui.views.device_view import DeviceView
+from memtui.tui.views.locations import Location, fit_location, table_location
 from memtui.units import format_bytes, format_seconds
 
 ACTION_WIDTH = 14  # "free_requested"

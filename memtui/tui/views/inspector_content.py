@@ -19,9 +19,9 @@ from memtui.model.stackless import stackless_context
 from memtui.model.strings import terminal_safe
 from memtui.replay import AllocatorState
 from memtui.state_figures import count_blocks, largest_free_text, pool_free, request_pool, segment_pools
-from memtui.tui.device_view import DeviceView
-from memtui.tui.segment_rows import StateLayout, state_name
-from memtui.tui.stack_lines import collapse_repeats, source_context
+from memtui.tui.views.device_view import DeviceView
+from memtui.tui.views.segment_rows import StateLayout, state_name
+from memtui.tui.views.stack_lines import collapse_repeats, source_context
 from memtui.units import format_bytes, format_seconds
 
 Line = list[tuple[str, str]]
