@@ -313,6 +313,10 @@ class LiveServer:
         self._next_trace = time.monotonic() + max(self.interval, cost / max(self.trace_budget, 1e-6))
 
     def _send_posted(self) -> None:
+        if not any(w.mode is not None for w in self._watchers.values()):
+            # Nobody to tell: steps are forgotten unread (an OOM's snapshot too: no watcher asked).
+            self._posted.clear()
+            return
         while self._posted:
             message = self._posted.popleft()
             taken = message.pop("snapshot", None)
