@@ -258,7 +258,9 @@ def _remove_range(ranges: dict[int, int], addr: int, size: int) -> dict[int, int
 class Replayer:
     """Builds :class:`AllocatorState` for any event of one device."""
 
-    def __init__(self, device: DeviceModel) -> None:
+    def __init__(self, device: DeviceModel, indexed: bool = True) -> None:
+        """``indexed=False`` builds the interval indexes on first use: the state before the
+        first event (``state_at(-1)``) needs none, and on ten million events they take seconds."""
         self.device = device
         n = len(device.trace)
         self.n_events = n
@@ -273,7 +275,8 @@ class Replayer:
             self._life_start[:] = n
             self._life_end[:] = n
         self._life_request = np.where(lives.request == NONE, n, lives.request)
-        self.blocks = IntervalIndex(self._life_start, self._life_end, n)
+        if indexed:
+            self.blocks = IntervalIndex(self._life_start, self._life_end, n)
         self.life_bytes = block_bytes(device)
 
         seg_lives = device.segment_lives
@@ -291,7 +294,8 @@ class Replayer:
         if self.partial:
             self._seg_start[:] = n
             self._seg_end[:] = n
-        self.segments = IntervalIndex(self._seg_start, self._seg_end, n)
+        if indexed:
+            self.segments = IntervalIndex(self._seg_start, self._seg_end, n)
         self._seg_stream = (device.trace.stream[np.maximum(seg_lives.start, np.maximum(seg_lives.end, 0))]
                             if len(seg_lives) else np.zeros(0, np.int64))
         self.mapped = MappedRanges(device)
@@ -331,6 +335,16 @@ class Replayer:
             else:
                 pre_segments.append(s)
         return pre_blocks, np.asarray(pre_segments, np.int64), life_final
+
+    def __getattr__(self, name: str):
+        # Only reached for an index not built yet (indexed=False): build it now.
+        if name == "blocks":
+            self.blocks = IntervalIndex(self._life_start, self._life_end, self.n_events)
+            return self.blocks
+        if name == "segments":
+            self.segments = IntervalIndex(self._seg_start, self._seg_end, self.n_events)
+            return self.segments
+        raise AttributeError(name)
 
     def state_at(self, i: int) -> AllocatorState:
         """State after event ``i`` (``i = -1``: before the first event)."""

@@ -43,28 +43,23 @@ GROW_ACTIONS = (act.SEGMENT_ALLOC, act.SEGMENT_MAP)
 def build_requests(dev: DeviceModel) -> Requests:
     trace = dev.trace
     n = len(trace)
-    action = trace.action.astype(np.int16)
+    action = trace.action
     size = trace.size.astype(np.int64)
     lives = dev.lives
-    event_life = lives.event_life.astype(np.int64)
-    idx = np.arange(n, dtype=np.int64)
-
-    life_of = np.where(event_life >= 0, event_life, 0)
-    end_of = lives.end.astype(np.int64)[life_of] if len(lives) else np.full(n, NONE, np.int64)
-    request_of = lives.request.astype(np.int64)[life_of] if len(lives) else np.full(n, NONE, np.int64)
+    event_life = lives.event_life
 
     kind = np.full(n, -1, np.int8)
-    kind[action == act.ALLOC] = ALLOC
+    kind[(action == act.ALLOC) & (event_life >= 0)] = ALLOC
     kind[action == act.OOM] = OOM_REQUEST
     kind[action == act.FREE] = FREE
-    req = action == act.FREE_REQUESTED
-    # A free whose completion is the next event (or that ends the life itself) is immediate.
-    immediate = req & ((end_of == idx) | (end_of == idx + 1))
-    kind[immediate] = FREE
-    kind[req & ~immediate] = FREE_PENDING
-    done = (action == act.FREE_COMPLETED) & (event_life >= 0)
-    kind[done & (request_of != idx - 1)] = COMPLETE
-    kind[(kind == ALLOC) & (event_life < 0)] = -1
+    # A free whose completion is the next event (or that ends the life itself) is immediate;
+    # the other completions come later, when the other streams' uses are done.
+    req = np.flatnonzero((action == act.FREE_REQUESTED) & (event_life >= 0))
+    end = lives.end[event_life[req]].astype(np.int64)
+    kind[req] = np.where((end == req) | (end == req + 1), FREE, FREE_PENDING)
+    done = np.flatnonzero((action == act.FREE_COMPLETED) & (event_life >= 0))
+    asked = lives.request[event_life[done]].astype(np.int64)
+    kind[done[asked != done - 1]] = COMPLETE
 
     pools, pool = _pools(dev, action)
     reserved_after, initial = _recorded_reserved(dev, action, size, pools)
@@ -81,9 +76,9 @@ def build_requests(dev: DeviceModel) -> Requests:
     hint[action == act.OOM] = reserved_after[action == act.OOM]
 
     rows = np.flatnonzero(kind >= 0)
-    slot = np.where(event_life >= 0, event_life, -1)
     requests = Requests(
-        kind=kind[rows], slot=slot[rows], size=size[rows], stream=trace.stream[rows].astype(np.int64),
+        kind=kind[rows], slot=event_life[rows].astype(np.int64), size=size[rows],
+        stream=trace.stream[rows].astype(np.int64),
         pool=pool[rows].astype(np.int32), event=rows, hint=hint[rows], pools=pools, n_events=n)
     position = {int(e): k for k, e in enumerate(rows.tolist())} if freeable else {}
     requests.freeable = {position[e]: p for e, p in freeable.items() if e in position}
@@ -122,7 +117,7 @@ def _recorded_reserved(dev: DeviceModel, action: np.ndarray, size: np.ndarray, p
 
 def _initial_segments(dev: DeviceModel, pools: list[tuple]) -> list[InitialSegment]:
     """The state memtui's replay reconstructs before the first event (a trace that starts mid-run)."""
-    state = Replayer(dev).state_at(-1)
+    state = Replayer(dev, indexed=False).state_at(-1)
     out = []
     final_pools = dev.segments.pools if len(dev.segments) else []
     for s in range(len(state.seg_addr)):
