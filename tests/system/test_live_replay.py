@@ -194,3 +194,29 @@ def test_the_watcher_keeps_the_last_state_when_the_job_ends_or_dies(live_dir):
     finally:
         job.kill()
         job.wait()
+
+
+class SlowProbe(ReplayProbe):
+    """A replay whose trace costs 50 ms to read, as a long history does."""
+
+    def snapshot(self) -> dict:
+        time.sleep(0.05)
+        return super().snapshot()
+
+
+def test_the_trace_is_read_within_its_budget_of_the_wall_time(live_dir):
+    raw = read_snapshot(str(OOM_FILE))
+    info = JobInfo(pid=os.getpid(), socket=socket_path(live_dir, os.getpid(), None), started=time.time())
+    server = LiveServer(SlowProbe(raw, rate=500, loop=True), info, interval=0.02, trace_budget=0.25).start()
+    try:
+        client = LiveClient(info).connect()
+        assert client.wait_for(lambda s: s.has_state, 5)
+        reads, spent, started = server.stats.trace_reads, server.stats.trace_seconds, time.monotonic()
+        time.sleep(1.2)
+        reads = server.stats.trace_reads - reads
+        share = (server.stats.trace_seconds - spent) / (time.monotonic() - started)
+        assert 3 <= reads <= 7  # one read every 50 ms / 0.25 = 0.2 s, not one every 20 ms tick
+        assert share <= 0.25 * 1.3
+        client.close()
+    finally:
+        server.stop()
