@@ -28,7 +28,7 @@ def find_rank_files(inputs: Iterable[str]) -> list[str]:
     files: list[str] = []
     for item in inputs:
         if os.path.isdir(item):
-            found = sorted(os.path.join(item, name) for name in os.listdir(item) if _is_snapshot_name(name))
+            found = sorted(os.path.join(item, name) for name in os.listdir(item) if is_snapshot_name(name))
             if not found:
                 raise UsageError(f"{item}: no snapshot files (*.pickle, *.pickle.xz, ...) in this directory")
             files.extend(found)
@@ -39,7 +39,7 @@ def find_rank_files(inputs: Iterable[str]) -> list[str]:
     return sorted(dict.fromkeys(files), key=_rank_order)
 
 
-def _is_snapshot_name(name: str) -> bool:
+def is_snapshot_name(name: str) -> bool:
     return any(name.endswith(s + c) for s in SNAPSHOT_SUFFIXES for c in COMPRESSED_SUFFIXES)
 
 

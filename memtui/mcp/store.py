@@ -7,19 +7,31 @@ restarted server maps the columns instead of decoding the file again.
 
 Only regular files under the allowed roots are opened: a path is resolved (symlinks
 included) before it is checked, so a link inside a root pointing outside it is refused.
+
+Analyses are remembered per model (:meth:`SnapshotStore.computed`), so asking again, or for
+the next page, does not run them again; they go when their model goes. A load that fails
+(a refused or damaged file) hands the memory it took back to the system before the error
+is answered.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
 import os
 import threading
+import weakref
 from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any
 
 from memtui.errors import UsageError
 from memtui.model import Snapshot
 from memtui.open import ModelStore, open_snapshot
 
 KEEP_MODELS = 4  # models held in memory; the least recently used beyond this are dropped
+KEEP_RESULTS = 16  # analyses remembered per model, the least recently used beyond this dropped
 
 
 class SnapshotStore:
@@ -29,6 +41,8 @@ class SnapshotStore:
         self.keep = max(1, keep)
         self.loads = 0  # models built or read from the disk cache (not found in memory)
         self._models: OrderedDict[tuple, Snapshot] = OrderedDict()
+        self._results: dict[int, OrderedDict] = {}  # by id of the model; dropped when the model goes
+        self.computations = 0  # analyses run (not found remembered)
         # One call works at a time: models build lazy columns on first use, and two threads
         # must not build them at once. A client's calls are sequential in practice anyway.
         self.lock = threading.Lock()
@@ -61,7 +75,11 @@ class SnapshotStore:
         if found is not None:
             self._models.move_to_end(key)
             return found
-        snapshot = open_snapshot(real, progress, cache=self.cache)
+        try:
+            snapshot = open_snapshot(real, progress, cache=self.cache)
+        except BaseException:
+            give_memory_back()
+            raise
         self.loads += 1
         for old in [k for k in self._models if k[0] == real]:
             del self._models[old]  # the file changed: its old model answers nothing now
@@ -73,9 +91,41 @@ class SnapshotStore:
     def held(self) -> list[str]:
         return [key[0] for key in self._models]
 
+    def computed(self, snapshots: tuple[Snapshot, ...], key: Hashable, compute: Callable[[], Any]) -> Any:
+        """``compute()``, remembered under ``key`` beside the first of ``snapshots`` (and
+        forgotten with it; ``key`` must name the others, which are keyed by identity here)."""
+        others = snapshots[1:]
+        key = (key, tuple(id(s) for s in others))
+        results = self._results.get(id(snapshots[0]))
+        if results is None:
+            results = self._results[id(snapshots[0])] = OrderedDict()
+            weakref.finalize(snapshots[0], self._results.pop, id(snapshots[0]), None)
+        if key in results:
+            results.move_to_end(key)
+            return results[key][0]
+        value = compute()
+        self.computations += 1
+        results[key] = (value, others)  # the others held, so no other model can take their ids
+        while len(results) > KEEP_RESULTS:
+            results.popitem(last=False)
+        return value
+
 
 def _inside(path: str, root: str) -> bool:
     try:
         return os.path.commonpath([path, root]) == root
     except ValueError:  # different drives
         return False
+
+
+def give_memory_back() -> None:
+    """Collect what a failed load left and return freed heap pages to the system: glibc
+    keeps them otherwise, and a refused 4 GB decompression bomb would stay resident."""
+    gc.collect()
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        if libc is not None and hasattr(libc, "malloc_trim"):
+            libc.malloc_trim(0)
+    except OSError:  # not glibc: nothing to hand back this way
+        pass

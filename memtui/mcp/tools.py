@@ -24,7 +24,7 @@ from memtui.report.leaks import describe_points
 from memtui.report.oom import explain
 from memtui.report.ranks import shortened
 from memtui.report.text import text_lines
-from memtui.services import breakdown, cycles, diff, events, leaks, oom, stack, top, whatif
+from memtui.services import events, stack, top
 from memtui.services.info import summarize
 from memtui.services.options import check_value, checked
 from memtui.services.spec import AnalysisSpec
@@ -35,6 +35,16 @@ Args = dict[str, Any]
 
 def options_of(spec: AnalysisSpec, args: Args) -> Any:
     return checked(spec.options, args)
+
+
+def remembered(store: SnapshotStore, spec: AnalysisSpec, subjects: tuple, options: Any, progress: Progress = None):
+    """The spec's service on ``subjects``, run once per model and options (see SnapshotStore.computed)."""
+    def run():
+        if spec.reports_progress and progress is not None:
+            return spec.service(*subjects, options, progress=progress)
+        return spec.service(*subjects, options)
+
+    return store.computed(subjects, (spec.name, repr(options)), run)  # repr: options may hold lists
 
 
 def paging(name: str, args: Args) -> dict[str, int]:
@@ -135,7 +145,7 @@ def explain_oom(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: 
     limit = paging("oom", args)["limit"]
     options = options_of(spec, args)
     snapshot = store.open(args["path"], progress)
-    result = oom.oom(snapshot, options)
+    result = remembered(store, spec, (snapshot,), options)
     found = result.ooms
     data = {"device": result.device, "ooms": [d.to_json() for d in found[:limit]], "total": len(found),
             "truncated": len(found) > limit}
@@ -157,7 +167,7 @@ def explain_oom(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: 
 def what_if(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: Progress = None) -> Answer:
     """``memtui whatif --json``: the recording replayed under other allocator settings."""
     options = options_of(spec, args)
-    result = whatif.whatif(store.open(args["path"], progress), options, progress=progress).whatif
+    result = remembered(store, spec, (store.open(args["path"], progress),), options, progress).whatif
     fid = result.fidelity
     lines = [result.advice]
     if not fid.checked:
@@ -176,7 +186,7 @@ def what_if(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: Prog
 
 def leak_sites(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: Progress = None) -> Answer:
     options = options_of(spec, args)
-    report = leaks.leaks(store.open(args["path"], progress), options).leaks
+    report = remembered(store, spec, (store.open(args["path"], progress),), options).leaks
     data = report.to_json()
     omitted: dict = {}
     cut(data, "sites", MAX_LIMIT, omitted)
@@ -198,7 +208,7 @@ def leak_sites(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: P
 def reference_cycles(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: Progress = None) -> Answer:
     limit = paging("cycles", args)["limit"]
     options = options_of(spec, args)
-    report = cycles.cycles(store.open(args["path"], progress), options).cycles
+    report = remembered(store, spec, (store.open(args["path"], progress),), options).cycles
     data = report.to_json()
     omitted: dict = {}
     for key in ("sites", "bursts", "ooms_while_accumulating"):
@@ -223,7 +233,7 @@ def reference_cycles(store: SnapshotStore, spec: AnalysisSpec, args: Args, progr
 
 def memory_breakdown(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: Progress = None) -> Answer:
     options = options_of(spec, args)
-    result = breakdown.breakdown_at(store.open(args["path"], progress), options)
+    result = remembered(store, spec, (store.open(args["path"], progress),), options)
     data = result.to_json()
     omitted: dict = {}
     cut(data, "sites", MAX_LIMIT, omitted)
@@ -246,7 +256,7 @@ def diff_snapshots(store: SnapshotStore, spec: AnalysisSpec, args: Args, progres
     options = options_of(spec, args)
     first = store.open(args["a"], progress)
     second = store.open(args["b"], progress)
-    result = diff.diff(first, second, options).diff
+    result = remembered(store, spec, (first, second), options).diff
     top_n = options.top
     data = result.to_json()
     sites = [s for s in data["sites"] if options.include_unchanged or s["status"] != "same"]
@@ -365,11 +375,10 @@ def generic(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: Prog
     else:
         options = options_of(spec, args)
         if spec.subject == "pair":
-            result = spec.service(store.open(args["a"], progress), store.open(args["b"], progress), options)
-        elif spec.reports_progress:
-            result = spec.service(store.open(args["path"], progress), options, progress=progress)
+            subjects = (store.open(args["a"], progress), store.open(args["b"], progress))
         else:
-            result = spec.service(store.open(args["path"], progress), options)
+            subjects = (store.open(args["path"], progress),)
+        result = remembered(store, spec, subjects, options, progress)
     value = result.to_json()
     data = value if isinstance(value, dict) else {"rows": value}
     omitted: dict = {}

@@ -1,9 +1,10 @@
 """``memtui mcp``: one server subprocess for the module, driven by the MCP SDK's own stdio client.
 
 The client session lives in a background thread's event loop; each test hands it calls
-and waits. Every tool is called on the bundled samples and must answer with a summary, then
-the JSON the matching ``--json`` command prints (bounded); errors are tool errors with the
-CLI's one-line message, and the server keeps answering after each.
+and waits. Every tool is called on the bundled samples and must answer once, as JSON: a
+summary, then the facts the matching ``--json`` command prints, compacted the documented
+way (memtui/mcp/compact.py) and bounded; errors are tool errors with the CLI's one-line
+message in the tools' terms, and the server keeps answering after each.
 """
 
 from __future__ import annotations
@@ -21,14 +22,16 @@ from pathlib import Path
 import pytest
 
 from memtui.cli import main
+from memtui.mcp.compact import compact_under
 from memtui.mcp.store import SnapshotStore
+from memtui.mcp.terms import translated
 from memtui.query import compile_filter
 from tests.conftest import ROOT, SAMPLES, SHARED
 
 mcp = pytest.importorskip("mcp")
 
 TOOLS = {"snapshot_info", "top_allocations", "events", "allocation_stack", "explain_oom", "leaks",
-         "reference_cycles", "diff_snapshots", "compare_ranks", "what_if", "live_status"}
+         "reference_cycles", "diff_snapshots", "compare_ranks", "what_if", "live_status", "list_snapshots"}
 HAS_BREAKDOWN = (ROOT / "memtui" / "services" / "breakdown.py").exists()
 if HAS_BREAKDOWN:
     TOOLS.add("memory_breakdown")
@@ -69,8 +72,8 @@ class Client:
     def run(self, coroutine, timeout: float = 60):
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
 
-    def call(self, name: str, arguments: dict, progress=None):
-        return self.run(self.session.call_tool(name, arguments, progress_callback=progress))
+    def call(self, name: str, arguments: dict, progress=None, timeout: float = 60):
+        return self.run(self.session.call_tool(name, arguments, progress_callback=progress), timeout)
 
     def close(self) -> None:
         self.loop.call_soon_threadsafe(self.stop.set)
@@ -113,16 +116,32 @@ class Payload:
         return os.system, ("echo pwned",)
 
 
-def data_of(result) -> dict:
-    """The JSON of an answer, checked to be the same as text (the second item) and structured."""
+def data_of(result, budget: int = 8000) -> dict:
+    """The JSON of an answer: one text item (no second copy as structured content), its
+    summary first, within its budget of characters."""
     assert not result.is_error, result.content[0].text
-    assert len(result.content) == 2
-    summary, text = result.content[0].text, result.content[1].text
-    assert summary.strip() and not summary.startswith("{")
-    data = json.loads(text)
-    assert data == result.structured_content
+    [item] = result.content
+    assert result.structured_content is None
+    assert len(item.text) <= budget
+    data = json.loads(item.text)
+    assert list(data)[0] == "summary" and data["summary"] and all(isinstance(line, str) for line in data["summary"])
     assert isinstance(data["truncated"], bool)
     return data
+
+
+def summary_of(result) -> str:
+    return "\n".join(data_of(result)["summary"])
+
+
+def facts(cli_value, answer: dict):
+    """The command line's JSON as the tool writes it: compacted, under the answer's
+    ``paths_under``, in the tools' terms."""
+    return translated(compact_under(cli_value, answer.get("paths_under", "")))
+
+
+def answer_facts(data: dict) -> dict:
+    """An answer without what only the tool adds (summary, paths_under, truncated)."""
+    return without(data, "summary", "paths_under", "truncated")
 
 
 def error_of(client: Client, result) -> str:
@@ -155,22 +174,26 @@ def test_tools_are_listed_with_typed_arguments(client):
         assert all(p.get("description") for p in properties.values())
     assert tools["events"].input_schema["required"] == ["path"]
     assert tools["events"].input_schema["properties"]["limit"]["maximum"] == 1000
+    for tool in tools.values():  # every answer is bounded, and the schema is as strict as the check
+        assert tool.input_schema["properties"]["max_chars"]["default"] == 8000
+        assert tool.input_schema["additionalProperties"] is False
     assert tools["compare_ranks"].input_schema["properties"]["inputs"]["type"] == "array"
 
 
 @pytest.mark.parametrize("path", TOP_LEVEL_SAMPLES, ids=os.path.basename)
 def test_snapshot_info_is_info_json(client, path, capsys):
-    data = data_of(client.call("snapshot_info", {"path": path}))
-    assert without(data, "truncated", "default_device") == cli_json(["info", path], capsys)
+    data = data_of(client.call("snapshot_info", {"path": path, "max_chars": 100_000}))
+    assert without(answer_facts(data), "default_device") == facts(cli_json(["info", path], capsys), data)
 
 
 def test_top_allocations_pages(client, capsys):
     everything = cli_json(["top", OOM, "-n", "1000"], capsys)
     first = data_of(client.call("top_allocations", {"path": OOM, "limit": 7}))
-    assert first["rows"] == everything[:7] and first["total"] == len(everything)
+    assert first["rows"] == facts(everything[:7], first) and first["total"] == len(everything)
     assert first["truncated"] and first["next_offset"] == 7
-    rest = data_of(client.call("top_allocations", {"path": OOM, "limit": 1000, "offset": 7}))
-    assert rest["rows"] == everything[7:] and not rest["truncated"] and rest["next_offset"] is None
+    rest = data_of(client.call("top_allocations", {"path": OOM, "limit": 1000, "offset": 7, "max_chars": 10**6}),
+                   budget=10**6)
+    assert rest["rows"] == facts(everything[7:], rest) and not rest["truncated"] and "next_offset" not in rest
 
 
 @pytest.mark.parametrize("text", ["", "size>1MiB", "action:alloc leaked"])
@@ -178,15 +201,16 @@ def test_events_pages_through_the_trace(client, text, capsys):
     every = cli_json(["events", OOM, "--limit", "0"], capsys)
     rows, start, pages = [], 0, 0
     while start is not None:
-        data = data_of(client.call("events", {"path": OOM, "filter": text, "start": start, "limit": 300}))
+        data = data_of(client.call("events", {"path": OOM, "filter": text, "start": start, "limit": 300,
+                                              "max_chars": 10**6}), budget=10**6)
+        assert data["rows"] == facts([every[r["index"]] for r in data["rows"]], data)
         rows += data["rows"]
-        start, pages = data["next_start"], pages + 1
+        start, pages = data.get("next_start"), pages + 1
         assert data["truncated"] == (start is not None)
     from memtui.open import open_snapshot
 
     wanted = compile_filter(text).indices(open_snapshot(OOM), 0)
     assert [r["index"] for r in rows] == list(wanted) and data["matching"] == len(wanted)
-    assert rows == [every[i] for i in wanted]
     assert pages == max(1, -(-len(wanted) // 300))
 
 
@@ -200,56 +224,56 @@ def test_allocation_stack_in_every_form(client, capsys):
     wanted = cli_json(["stack", OOM, address_n], capsys)
     for spelling in (address_n, "0x" + address_n, "b" + address_n, f"b'{address_n}"):
         data = data_of(client.call("allocation_stack", {"path": OOM, "address_n": spelling}))
-        assert without(data, "truncated") == wanted
+        assert answer_facts(data) == facts(wanted, data)
     bare = address_n.split("_")[0]
     listed = cli_json(["stack", OOM, bare], capsys)
     data = data_of(client.call("allocation_stack", {"path": OOM, "address_n": bare, "limit": 1}))
     if isinstance(listed, list):
-        assert data["allocations"] == listed[:1] and data["total"] == len(listed)
+        assert data["allocations"] == facts(listed[:1], data) and data["total"] == len(listed)
         assert data["truncated"] == (len(listed) > 1)
     else:
-        assert without(data, "truncated") == listed
+        assert answer_facts(data) == facts(listed, data)
 
 
 def test_explain_oom_is_oom_json(client, capsys):
-    result = client.call("explain_oom", {"path": OOM})
-    data = data_of(result)
+    result = client.call("explain_oom", {"path": OOM, "max_chars": 10**6})
+    data = data_of(result, budget=10**6)
     cli = cli_json(["oom", OOM], capsys)
-    assert data["ooms"] == cli["ooms"] and data["device"] == cli["device"] and data["total"] == 1
-    assert "verdict: process_cap" in result.content[0].text  # the batch doubled under a 2 GiB cap
+    assert data["ooms"] == facts(cli["ooms"], data) and data["device"] == cli["device"] and data["total"] == 1
+    assert "verdict: process_cap" in summary_of(result)  # the batch doubled under a 2 GiB cap
 
 
 def test_what_if_is_whatif_json(client, capsys):
     args = {"path": OOM, "conf": ["expandable_segments:True", ""]}
-    result = client.call("what_if", args)
-    data = data_of(result)
-    assert without(data, "truncated") == cli_json(["whatif", OOM, "--conf", "expandable_segments:True", "--conf", ""],
-                                                  capsys)
+    result = client.call("what_if", {**args, "max_chars": 10**6})
+    data = data_of(result, budget=10**6)
+    wanted = cli_json(["whatif", OOM, "--conf", "expandable_segments:True", "--conf", ""], capsys)
+    assert answer_facts(data) == facts(wanted, data)
     assert data["fidelity"]["exact"] and {s["settings"] for s in data["scenarios"]} == {"expandable_segments:True", ""}
-    assert result.content[0].text.splitlines()[0] == data["advice"]
+    assert data["summary"][0] == data["advice"]
 
 
 def test_leaks_finds_the_leaking_line(client, capsys):
-    result = client.call("leaks", {"path": LEAK})
-    assert without(data_of(result), "truncated") == cli_json(["leaks", LEAK], capsys)
-    assert "scenarios.py:185 leak_loss_list" in result.content[0].text
+    result = client.call("leaks", {"path": LEAK, "max_chars": 10**6})
+    data = data_of(result, budget=10**6)
+    assert answer_facts(data) == facts(cli_json(["leaks", LEAK], capsys), data)
+    assert "scenarios.py:185 leak_loss_list" in summary_of(result)
 
 
 def test_reference_cycles_is_cycles_json(client, capsys):
-    data = data_of(client.call("reference_cycles", {"path": CYCLES, "limit": 1}))
-    wanted = cli_json(["cycles", CYCLES], capsys)
+    data = data_of(client.call("reference_cycles", {"path": CYCLES, "limit": 1, "max_chars": 10**6}), budget=10**6)
+    wanted = facts(cli_json(["cycles", CYCLES], capsys), data)
     assert wanted["cycles_suspected"] and data["cycles_suspected"]
     assert data["bursts"] == wanted["bursts"][:1] and data["truncated"] == (len(wanted["bursts"]) > 1)
-    assert without(data, "truncated", "omitted", "more", "bursts", "sites") == \
-        without(wanted, "bursts", "sites")
+    assert without(answer_facts(data), "omitted", "more", "bursts", "sites") == without(wanted, "bursts", "sites")
 
 
 def test_diff_snapshots_is_diff_json(client, capsys):
     a, b = str(SAMPLES / "train_steps_3_6.pickle.xz"), str(SAMPLES / "train_linear_adam.pickle.xz")
-    data = data_of(client.call("diff_snapshots", {"a": a, "b": b, "top": 1000}))
-    wanted = cli_json(["diff", a, b], capsys)
+    data = data_of(client.call("diff_snapshots", {"a": a, "b": b, "top": 1000, "max_chars": 10**6}), budget=10**6)
+    wanted = facts(cli_json(["diff", a, b], capsys), data)
     assert data["sites"] == [s for s in wanted["sites"] if s["status"] != "same"]
-    assert without(data, "truncated", "sites") == without(wanted, "sites")
+    assert without(answer_facts(data), "sites") == without(wanted, "sites")
     cut = data_of(client.call("diff_snapshots", {"a": a, "b": b, "top": 2}))
     assert len(cut["sites"]) == 2 and cut["truncated"] == (len(data["sites"]) > 2)
 
@@ -257,21 +281,24 @@ def test_diff_snapshots_is_diff_json(client, capsys):
 @pytest.mark.skipif(not HAS_BREAKDOWN, reason="no breakdown command in this tree")
 def test_memory_breakdown_is_breakdown_json(client, capsys):
     path = str(SAMPLES / "train_linear_adam.pickle.xz")
-    result = client.call("memory_breakdown", {"path": path})
-    assert without(data_of(result), "truncated") == cli_json(["breakdown", path], capsys)
-    assert "optimizer_state" in result.content[0].text
+    result = client.call("memory_breakdown", {"path": path, "max_chars": 10**6})
+    data = data_of(result, budget=10**6)
+    assert answer_facts(data) == facts(cli_json(["breakdown", path], capsys), data)
+    assert "optimizer_state" in summary_of(result)
     for by, at in (("site", "end"), ("category", "oom")):
-        data = data_of(client.call("memory_breakdown", {"path": OOM, "by": by, "at": at, "steps": True}))
-        assert data == {**cli_json(["breakdown", OOM, "--by", by, "--at", at, "--steps"], capsys), "truncated": False}
+        data = data_of(client.call("memory_breakdown", {"path": OOM, "by": by, "at": at, "steps": True,
+                                                        "max_chars": 10**6}), budget=10**6)
+        wanted = cli_json(["breakdown", OOM, "--by", by, "--at", at, "--steps"], capsys)
+        assert answer_facts(data) == facts(wanted, data) and not data["truncated"]
 
 
 def test_compare_ranks_is_ranks_json(client, capsys):
     folder = str(SAMPLES / "ranks")
-    result = client.call("compare_ranks", {"inputs": [folder]})
-    data = data_of(result)
+    result = client.call("compare_ranks", {"inputs": [folder], "max_chars": 10**6})
+    data = data_of(result, budget=10**6)
     wanted = cli_json(["ranks", folder], capsys)
-    assert without(data, "truncated") == wanted
-    assert "2 ranks compared" in result.content[0].text
+    assert answer_facts(data) == facts(wanted, data)
+    assert "2 ranks compared" in summary_of(result)
 
 
 def test_loads_report_progress(client, extra_root):
