@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 # `run` executes the user's script, whose signals are its own; `serve` and `mcp` run event
 # loops that end on their own terms.
 SIGNALS_LEFT_ALONE = {"run", "serve", "mcp"}
+# Commands that keep running (servers, live views, screens of several files): their cache
+# writes start as each model is built. Every other command answers first, then writes.
+WRITES_AS_BUILT = {"run", "serve", "mcp", "watch", "ranks", "diff"}
 SIGNAL_WORDS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
 if hasattr(signal, "SIGHUP"):
     SIGNAL_WORDS[signal.SIGHUP] = "hung up"
@@ -139,7 +142,10 @@ def _run(argv: list[str], started: list[ModelCache], signals: ExitSignals) -> in
             add_cache_options(parser)
             args = parser.parse_args(argv[1:])
             cache = _hand_down(args, leading, started)
+            if cache is not None and argv[0] not in WRITES_AS_BUILT:
+                cache.hold_writes()  # the output first: cache.wait() below starts the write
             code = int(module.run(args) or 0)
+            sys.stdout.flush()  # the answer is out before the write begins
         else:
             parser = _explorer_parser(commands)
             args = parser.parse_args(argv)

@@ -17,7 +17,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from memtui.atomic import remove_orphaned_temp_files, remove_own_temp_files, remove_quietly, touch_quietly
 from memtui.cache.fileformat import FORMAT_VERSION, CorruptCache, WriteStopped, read_cache_file, write_cache_file
@@ -64,6 +65,9 @@ class ModelCache:
         self.disabled = False
         self._writers: list[threading.Event] = []  # set by each background writer as it ends
         self._abandoned = threading.Event()
+        self._holds = 0  # while above zero, background writes wait in _pending (see hold_writes)
+        self._pending: list[tuple[str, object]] = []
+        self._lock = threading.Lock()
 
     def key(self, path: str | os.PathLike) -> str:
         return file_fingerprint(path, schema_signature(), _EDGE)
@@ -119,18 +123,56 @@ class ModelCache:
         except OSError:
             return
         if background:
-            # A daemon, so that a process ending on a signal can abandon it (see abandon)
-            # rather than wait; every other end waits for it: wait(), or at exit.
-            done = threading.Event()
-            self._writers.append(done)
-            _unfinished.add(done)
-            threading.Thread(target=self._write_in_background, args=(entry, snapshot, done),
-                             name="memtui-cache-writer", daemon=True).start()
+            with self._lock:
+                if self._holds:
+                    self._pending.append((entry, snapshot))
+                    return
+            self._start_writer(entry, snapshot)
         else:
             self._write(entry, snapshot)
 
+    def hold_writes(self) -> None:
+        """Keep background writes from starting until :meth:`release_writes`: the first
+        answer (a command's output, the explorer's first screen) is not shared with the
+        write, which takes a core and the GIL's turns. Holds nest."""
+        with self._lock:
+            self._holds += 1
+
+    def release_writes(self) -> None:
+        """End one :meth:`hold_writes`; the last one starts the writes stored meanwhile."""
+        with self._lock:
+            self._holds = max(0, self._holds - 1)
+            if self._holds:
+                return
+            pending, self._pending = self._pending, []
+        for entry, snapshot in pending:
+            self._start_writer(entry, snapshot)
+
+    @contextmanager
+    def writes_held(self) -> Iterator[None]:
+        """:meth:`hold_writes` for the block; the writes start as it ends, unless abandoned."""
+        self.hold_writes()
+        try:
+            yield
+        finally:
+            self.release_writes()
+
+    def _start_writer(self, entry: str, snapshot) -> None:
+        if self._abandoned.is_set():
+            return
+        # A daemon, so that a process ending on a signal can abandon it (see abandon)
+        # rather than wait; every other end waits for it: wait(), or at exit.
+        done = threading.Event()
+        self._writers.append(done)
+        _unfinished.add(done)
+        threading.Thread(target=self._write_in_background, args=(entry, snapshot, done),
+                         name="memtui-cache-writer", daemon=True).start()
+
     def wait(self) -> None:
-        """Wait for background writes to finish."""
+        """Start the writes still held back, and wait for every background write to finish."""
+        with self._lock:
+            self._holds = 0
+        self.release_writes()
         for done in self._writers:
             done.wait()
             _unfinished.discard(done)
@@ -142,6 +184,8 @@ class ModelCache:
         still busy after ``wait_s`` (an fsync on a slow disk) has its file removed here,
         so what it writes afterwards goes nowhere."""
         self._abandoned.set()
+        with self._lock:
+            self._pending.clear()  # never started: nothing of them is on disk
         deadline = time.monotonic() + wait_s
         finished = all([done.wait(max(0.0, deadline - time.monotonic())) for done in self._writers])
         if not finished:

@@ -48,6 +48,7 @@ class ExplorerApp(OrderedKeys, App[int]):
         self._show_source = show_source
         self.load_error: str | None = None
         self.loading = False
+        self._writes_held = False
         self._init_key_order()  # keys typed while loading wait for the explorer (memtui/tui/key_order.py)
 
     # -- opening a snapshot ---------------------------------------------------------------
@@ -59,6 +60,7 @@ class ExplorerApp(OrderedKeys, App[int]):
             self.notify("a snapshot is still loading", severity="warning")
             return
         self.loading = True
+        self._hold_cache_writes()
         self.push_screen(LoadingScreen(source, device, self.model_cache))
 
     def stop_loading(self) -> None:
@@ -66,6 +68,7 @@ class ExplorerApp(OrderedKeys, App[int]):
         if self.loading and isinstance(self.screen, LoadingScreen):
             self.pop_screen()
         self.loading = False
+        self._release_cache_writes()
 
     def on_load_finished(self, message: LoadFinished) -> None:
         from memtui.tui.screens.main import MainScreen
@@ -76,17 +79,31 @@ class ExplorerApp(OrderedKeys, App[int]):
         if isinstance(self.screen_stack[-2], MainScreen):
             self.pop_screen()  # the loading screen: the new explorer replaces the one under it
         self.switch_screen(MainScreen(message.snapshot, message.view, show_source=self._show_source))
+        self.call_after_refresh(self._release_cache_writes)  # once the first screen is drawn
 
     def on_load_failed(self, message: LoadFailed) -> None:
         if not self.loading:
             return
         self.loading = False
+        self._release_cache_writes()
         if len(self.screen_stack) <= 2:  # the loading screen over the app's empty one: nothing to keep
             self.load_error = message.message
             self.exit(return_code=message.exit_code)
             return
         self.pop_screen()  # the loading screen; what was open stays open
         self.notify(message.message, severity="error", timeout=8)
+
+    def _hold_cache_writes(self) -> None:
+        """The model built by this load is written to the cache once the explorer has drawn
+        its first screen, not while it prepares it (the write takes a core and the GIL)."""
+        if self.model_cache is not None and not self._writes_held:
+            self._writes_held = True
+            self.model_cache.hold_writes()
+
+    def _release_cache_writes(self) -> None:
+        if self.model_cache is not None and self._writes_held:
+            self._writes_held = False
+            self.model_cache.release_writes()
 
     # -- app-wide actions ------------------------------------------------------------------
     def action_help(self) -> None:

@@ -180,3 +180,22 @@ def test_command_line_options(snap, tmp_path, capsys):
     assert cli.main(["info", str(snap), "--cache-dir", str(blocker / "c")]) == 0
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cache off" in err
+
+
+def test_held_writes_start_when_released(snap, tmp_path):
+    cache = ModelCache(str(tmp_path / "cache"))
+    cache.hold_writes()
+    open_snapshot(snap, cache=cache)
+    assert cache_files(cache) == []  # held: nothing written, nothing begun
+    cache.release_writes()
+    cache.wait()
+    assert [name.endswith(".mtc") for name in cache_files(cache)] == [True]
+
+
+def test_abandoned_held_writes_never_start(snap, tmp_path):
+    cache = ModelCache(str(tmp_path / "cache"))
+    with cache.writes_held():
+        open_snapshot(snap, cache=cache)
+        cache.abandon()
+    cache.wait()
+    assert cache_files(cache) == []

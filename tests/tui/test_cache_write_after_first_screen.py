@@ -1,0 +1,32 @@
+"""The explorer writes the model cache once its first screen is drawn, not while it prepares it."""
+
+from __future__ import annotations
+
+import os
+
+from memtui.cache import ModelCache
+from memtui.tui.app import MemtuiApp
+from memtui.tui.screens.main import MainScreen
+from tests.fixtures.tiny_snapshot import write_tiny_snapshot
+
+
+async def test_the_cache_is_written_after_the_first_screen(tmp_path):
+    snapshot = write_tiny_snapshot(tmp_path)
+    cache = ModelCache(str(tmp_path / "cache"))
+    started_on: list[str] = []
+    real_start = cache._start_writer
+
+    def noting_start(entry, model):
+        started_on.append(type(app.screen).__name__)
+        real_start(entry, model)
+
+    cache._start_writer = noting_start
+    app = MemtuiApp(snapshot, cache=cache)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(200):
+            if isinstance(app.screen, MainScreen) and started_on:
+                break
+            await pilot.pause(0.05)
+    cache.wait()
+    assert started_on == ["MainScreen"]
+    assert [name.endswith(".mtc") for name in os.listdir(cache.folder)] == [True]
