@@ -72,8 +72,9 @@ class IntervalIndex:
         lo = int(np.searchsorted(self.sorted_start, point, "right"))
         hi = int(np.searchsorted(self.sorted_start, i, "right"))
         recent = self.by_start[lo:hi]
-        candidates = np.concatenate([base.astype(np.int64), recent])
-        return candidates[self.end[candidates] > i]
+        candidates: np.ndarray = np.concatenate([base.astype(np.int64), recent])
+        live: np.ndarray = candidates[self.end[candidates] > i]
+        return live
 
 
 @dataclass
@@ -218,7 +219,7 @@ class MappedRanges:
         sizes = [ranges[a] for a in addrs]
         streams = [self.final_stream.get(a, 0) for a in addrs]
         # A range is the snapshot's own segment only while it has exactly that extent.
-        final = [self.final[a] if self.final_size.get(a) == ranges[a] else NONE for a in addrs]
+        final = [int(self.final[a]) if self.final_size.get(a) == ranges[a] else NONE for a in addrs]
         return addrs, sizes, streams, final
 
 

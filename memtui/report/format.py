@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from memtui.report.sections import Column
 from memtui.units import format_bytes, format_seconds, plural
 
@@ -24,7 +26,7 @@ def sparkline(values: list[int], width: int = 12) -> str:
     return "".join(SPARK[1 + int((v - low) * (len(SPARK) - 2) / (high - low))] for v in values)
 
 
-def cell_text(column: Column, value) -> str:
+def cell_text(column: Column, value: Any) -> str:
     """A cell as a table widget shows it: sizes as ``1.50 GiB``, counts and events with
     thousands separators; nothing for a missing value."""
     if value is None:
@@ -41,7 +43,7 @@ def cell_text(column: Column, value) -> str:
     return str(value)
 
 
-def template_value(column: Column, value):
+def template_value(column: Column, value: Any) -> Any:
     """A cell as a text line template takes it: numbers stay numbers, so the template's
     own format spec (``{count:>7,}``) lays them out; sizes and places become text."""
     if value is None:

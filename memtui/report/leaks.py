@@ -3,6 +3,8 @@ run, and the rest of live memory by call site."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from memtui.analysis.leaks import LeakReport, SiteGrowth
 from memtui.report.format import sparkline
 from memtui.report.sections import Column, Evidence, Lines, Place, Report, Table
@@ -36,7 +38,7 @@ def leaks_report(report: LeakReport) -> Report:
     ])
 
 
-def site_rows(sites: list[SiteGrowth]) -> list[tuple]:
+def site_rows(sites: list[SiteGrowth]) -> list[tuple[Any, ...]]:
     return [("▲" if s.growing else "", s.bytes, s.count, s.growth_bytes, s.growth_per_unit, s.growth_count,
              sparkline(s.series_bytes), s.kind, Place(s.label, s.frames)) for s in sites]
 

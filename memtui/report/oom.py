@@ -3,8 +3,10 @@ do, and the call sites and allocations holding the memory."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from memtui.analysis.oom import OomDiagnosis
-from memtui.report.sections import Column, Evidence, Lines, Notes, Place, Report, Section, Table
+from memtui.report.sections import AnySection, Column, Evidence, Lines, Notes, Place, Report, Table
 from memtui.units import format_bytes
 
 SITE_COLUMNS = (Column("bytes", "bytes"), Column("count", "count"), Column("site", "location", "call site"))
@@ -16,7 +18,7 @@ def oom_report(device: int, found: list[OomDiagnosis], largest_shown: int | None
     (its text: at most ``largest_shown`` allocations)."""
     if not found:
         return Report("Why OOM", [Lines(lines=[f"device {device}: no OOM in this snapshot's trace"])])
-    sections: list[Section] = []
+    sections: list[AnySection] = []
     for n, d in enumerate(found, 1):
         part = diagnosis_sections(d, n, len(found), largest_shown)
         part[0].space = n > 1
@@ -24,9 +26,10 @@ def oom_report(device: int, found: list[OomDiagnosis], largest_shown: int | None
     return Report("Why OOM", sections)
 
 
-def diagnosis_sections(d: OomDiagnosis, n: int = 1, total: int = 1, largest_shown: int | None = None) -> list[Section]:
+def diagnosis_sections(d: OomDiagnosis, n: int = 1, total: int = 1,
+                       largest_shown: int | None = None) -> list[AnySection]:
     f = format_bytes
-    sections: list[Section] = [Lines("figures", lines=[
+    sections: list[AnySection] = [Lines("figures", lines=[
         f"OOM {n} of {total}: device {d.device}, event {d.index:,}",
         f"  requested      {f(d.requested):>11}   ({d.pool} pool, stream {d.stream})",
         f"  device free    {f(d.device_free):>11}",
@@ -49,7 +52,7 @@ def diagnosis_sections(d: OomDiagnosis, n: int = 1, total: int = 1, largest_show
     return sections
 
 
-def site_table(rows: list[dict], title: str = "", indent: str = "  ", key: str = "sites") -> Table:
+def site_table(rows: list[dict[str, Any]], title: str = "", indent: str = "  ", key: str = "sites") -> Table:
     """Call sites as ``{"site", "bytes", "count", "frames"}`` dicts: ``  1.00 GiB      3  file:line function``."""
     return Table(key, columns=SITE_COLUMNS, title=title, line=indent + "{bytes:>11} {count:>6}  {site}",
                  rows=[(r["bytes"], r["count"], Place(r["site"], r.get("frames"))) for r in rows])

@@ -4,8 +4,10 @@ outlier groups."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from memtui.report.format import signed_bytes
-from memtui.report.sections import Column, Lines, Place, Report, Section, Table
+from memtui.report.sections import AnySection, Column, Lines, Place, Report, Table
 from memtui.units import format_bytes
 
 FULL_TABLE_RANKS = 64  # above this, the table lists only the outliers and the median rank
@@ -19,8 +21,8 @@ RANK_COLUMNS = (Column("rank", "text"), Column("peak_allocated", "bytes", "peak 
 RANK_HEADING = f"{'rank':>5} {'peak alloc':>11} {'peak resv':>11} {'reserved':>11} {'OOMs':>5} {'events':>10}  file"
 
 
-def ranks_report(result: dict, moment: str = "peak", groups: list[dict] | None = None,
-                 histogram: list[dict] | None = None, limit: int | None = None) -> Report:
+def ranks_report(result: dict[str, Any], moment: str = "peak", groups: list[dict[str, Any]] | None = None,
+                 histogram: list[dict[str, Any]] | None = None, limit: int | None = None) -> Report:
     """:func:`memtui.analysis.ranks.compare_ranks`'s result as sections: the table ``ranks``
     (past ``limit`` ranks only the outliers and the median rank), ``failed``, ``verdict``
     (the reference rank and the outliers), the table ``divergent``, and with the groups and
@@ -28,7 +30,7 @@ def ranks_report(result: dict, moment: str = "peak", groups: list[dict] | None =
     shown, rows_left_out, outliers_left_out = shortened(result, limit) if limit is not None else (result, 0, 0)
     table = rank_table(shown["ranks"], groups)
     table.left_out = rows_left_out
-    sections: list[Section] = [table, Lines("failed", lines=[f"failed: {x['error']}" for x in result["failed"]])]
+    sections: list[AnySection] = [table, Lines("failed", lines=[f"failed: {x['error']}" for x in result["failed"]])]
     if shown["ranks"]:
         sections += [verdict_lines(shown, outliers_left_out), divergent_table(result["divergent_sites"], moment)]
     sections += [Lines("histogram", space=True, lines=histogram_lines(histogram or [], len(result["ranks"]))),
@@ -36,7 +38,7 @@ def ranks_report(result: dict, moment: str = "peak", groups: list[dict] | None =
     return Report("Ranks", sections)
 
 
-def rank_table(ranks: list[dict], groups: list[dict] | None = None) -> Table:
+def rank_table(ranks: list[dict[str, Any]], groups: list[dict[str, Any]] | None = None) -> Table:
     """A row per rank; ``group``: the number of its outlier group, when ``groups`` are given."""
     group_of = {rank: i + 1 for i, g in enumerate(groups or []) for rank in g["ranks"]}
     rows = [(r["rank"], r["peak_allocated"], r["peak_reserved"], r["reserved"], r["ooms"], r["events"],
@@ -48,7 +50,7 @@ def rank_table(ranks: list[dict], groups: list[dict] | None = None) -> Table:
                  more="  ... {n:,} more ranks not listed (--json lists all, --tui browses them)")
 
 
-def verdict_lines(result: dict, outliers_left_out: int = 0) -> Lines:
+def verdict_lines(result: dict[str, Any], outliers_left_out: int = 0) -> Lines:
     lines = [f"reference: rank {result['reference_rank']}, the median peak allocated"
              f" ({format_bytes(result['median_peak_allocated'])})"]
     if not result["outliers"]:
@@ -59,7 +61,7 @@ def verdict_lines(result: dict, outliers_left_out: int = 0) -> Lines:
     return Lines("verdict", space=True, lines=lines)
 
 
-def divergent_table(divergent: list[dict], moment: str) -> Table:
+def divergent_table(divergent: list[dict[str, Any]], moment: str) -> Table:
     return Table("divergent", space=True,
                  columns=(Column("rank", "text"), Column("delta", "delta"), Column("bytes", "bytes"),
                           Column("typical", "bytes"), Column("site", "location", "call site")),
@@ -69,7 +71,7 @@ def divergent_table(divergent: list[dict], moment: str) -> Table:
                  limit=SITES_SHOWN, more="  ... and {n} more (--json lists all)")
 
 
-def shortened(result: dict, limit: int = FULL_TABLE_RANKS) -> tuple[dict, int, int]:
+def shortened(result: dict[str, Any], limit: int = FULL_TABLE_RANKS) -> tuple[dict[str, Any], int, int]:
     """``result`` with only the rows worth reading when there are many ranks: the median
     rank and up to ``limit`` outliers (the groups cover every outlier). Also says how many
     table rows and outlier lines were left out."""
@@ -84,7 +86,7 @@ def shortened(result: dict, limit: int = FULL_TABLE_RANKS) -> tuple[dict, int, i
             len(result["outliers"]) - len(listed))
 
 
-def histogram_lines(histogram: list[dict], total: int) -> list[str]:
+def histogram_lines(histogram: list[dict[str, Any]], total: int) -> list[str]:
     """A bar per bin; a run of empty bins is one line, so a lone outlier far off stays short."""
     if not histogram:
         return []
@@ -110,7 +112,7 @@ def histogram_lines(histogram: list[dict], total: int) -> list[str]:
     return lines
 
 
-def group_lines(groups: list[dict]) -> list[str]:
+def group_lines(groups: list[dict[str, Any]]) -> list[str]:
     if not groups:
         return []
     lines = ["outlier ranks, grouped by how they differ:"]

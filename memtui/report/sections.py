@@ -10,7 +10,7 @@ how many rows, the line that says how many more) travels with it, for
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 # bytes: a size; delta: a signed size; count: a number of things; event: an event index;
 # seconds: time into the trace; location: a Place; text: anything else, as it is.
@@ -22,7 +22,7 @@ class Place:
     """A location cell: a call site's label (or a file) and, when known, its frames."""
 
     label: str
-    frames: list[dict] | None = None
+    frames: list[dict[str, Any]] | None = None
 
     def __str__(self) -> str:
         return self.label
@@ -75,7 +75,7 @@ class Table(Section):
     """Rows of typed cells, one per column; ``line`` lays a row out as text."""
 
     columns: tuple[Column, ...] = ()
-    rows: list[tuple] = field(default_factory=list)
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
     title: str = ""  # text: a line before the table
     heading: str = ""  # text: the column headings, laid out as ``line`` lays out rows
     line: str = ""  # text: ``str.format`` over the column keys (see memtui.report.text)
@@ -91,11 +91,11 @@ class Table(Section):
     def column(self, key: str) -> Column:
         return self.columns[self.index(key)]
 
-    def values(self, key: str) -> list:
+    def values(self, key: str) -> list[Any]:
         k = self.index(key)
         return [row[k] for row in self.rows]
 
-    def records(self) -> list[dict]:
+    def records(self) -> list[dict[str, Any]]:
         """The rows as {key: value}."""
         keys = [c.key for c in self.columns]
         return [dict(zip(keys, row)) for row in self.rows]

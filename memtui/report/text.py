@@ -4,6 +4,7 @@ their own heading and line template."""
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import Any
 
 from memtui.report.format import template_value
 from memtui.report.sections import AnySection, Evidence, Lines, Notes, Report, Table
@@ -61,5 +62,5 @@ def table_lines(table: Table) -> list[str]:
     return out
 
 
-def row_line(table: Table, row: tuple) -> str:
+def row_line(table: Table, row: tuple[Any, ...]) -> str:
     return table.line.format(**{c.key: template_value(c, v) for c, v in zip(table.columns, row)})
