@@ -33,7 +33,7 @@ def can_replay(requests) -> bool:
 
 
 def replay_native(requests, settings: AllocatorSettings, *, limit, per_process, use_hints, until_event, series,
-                  va_size, hints_per_process, outcome_type):
+                  va_size, hints_per_process, outcome_type, dump_state: bool = False):
     n = len(requests)
     columns = np.concatenate([np.asarray(c, np.int64) for c in (
         requests.kind, requests.slot, requests.size, requests.stream, requests.pool, requests.event,
@@ -48,7 +48,7 @@ def replay_native(requests, settings: AllocatorSettings, *, limit, per_process, 
          *settings.roundup_power2_divisions, int(settings.expandable_segments),
          -1 if limit is None else limit, int(per_process), int(use_hints), int(hints_per_process),
          -1 if until_event is None else until_event, int(series), va_size, len(requests.pools),
-         requests.lowest_address, max_slot], np.int64)
+         requests.lowest_address, max_slot, int(dump_state)], np.int64)
     recorded = np.array([a for a, _ in requests.recorded_segments] + [s for _, s in requests.recorded_segments],
                         np.int64)
     initial: list[int] = []
@@ -59,7 +59,7 @@ def replay_native(requests, settings: AllocatorSettings, *, limit, per_process, 
     freeable: list[int] = []
     for row, pools in requests.freeable.items():
         freeable += [row, len(pools), *pools]
-    events, ooms, figures, s_reserved, s_allocated = _native.allocator_replay(
+    events, ooms, figures, s_reserved, s_allocated, blocks = _native.allocator_replay(
         columns, params, float(settings.garbage_collection_threshold), recorded, np.array(initial, np.int64),
         np.array(freeable, np.int64))
     peak, peak_event, active, allocated, oom_event, oom_size, stopped, retries, done = figures
@@ -71,6 +71,8 @@ def replay_native(requests, settings: AllocatorSettings, *, limit, per_process, 
     out.stopped_at = None if stopped < 0 else stopped
     out.retries = retries
     out.recorded_ooms = [(e, bool(v)) for e, v in np.frombuffer(ooms, np.int64).reshape(-1, 2).tolist()]
+    if dump_state:
+        out.block_table = np.frombuffer(blocks, np.int64).reshape(-1, 10)
     if series:
         out.series_event = requests.event[:done]
         out.series_reserved = np.frombuffer(s_reserved, np.int64).copy()

@@ -84,12 +84,15 @@ class Outcome:
     series_reserved: np.ndarray | None = None
     series_allocated: np.ndarray | None = None
     simulator: Simulator | None = None
+    # The compiled loop's blocks where it stopped (``dump_state``), one row per block index:
+    # index, live, address, size, stream, allocated | pending << 1, mapped, expandable, slot, prev.
+    block_table: np.ndarray | None = None
 
 
 def replay(requests: Requests, settings: AllocatorSettings, *, limit: int | None = None, per_process: bool = False,
            use_hints: bool = False, until_event: int | None = None, series: bool = False,
            keep_state: bool = False, device_total: int | None = None, hints_per_process: bool = False,
-           native: bool | None = None) -> Outcome:
+           native: bool | None = None, dump_state: bool = False) -> Outcome:
     """Run the requests through the allocator under ``settings``.
 
     ``limit``: bytes the process may reserve (None: no limit); ``per_process``: the limit is a
@@ -98,7 +101,8 @@ def replay(requests: Requests, settings: AllocatorSettings, *, limit: int | None
     recording served and this allocator cannot: the program would have raised there.
     ``until_event``: stop after the requests of that trace event (to show the state there).
     ``native``: run the compiled loop when memtui has it (None: when available); the
-    Python loop is the reference and the only one that can ``keep_state``.
+    Python loop is the reference and the only one that can ``keep_state``; the compiled one
+    returns its blocks as a table instead (``dump_state``).
     """
     from memtui.allocator import native_replay
 
@@ -106,7 +110,8 @@ def replay(requests: Requests, settings: AllocatorSettings, *, limit: int | None
         va_size = Simulator(settings, AddressSpace([], 0), device_total=device_total).va_size
         return native_replay.replay_native(
             requests, settings, limit=limit, per_process=per_process, use_hints=use_hints, until_event=until_event,
-            series=series, va_size=va_size, hints_per_process=hints_per_process, outcome_type=Outcome)
+            series=series, va_size=va_size, hints_per_process=hints_per_process, outcome_type=Outcome,
+            dump_state=dump_state)
     stepper = Stepper(requests, settings, limit=limit, per_process=per_process, use_hints=use_hints, series=series,
                       device_total=device_total, hints_per_process=hints_per_process)
     stepper.run(until_event)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from memtui.allocator import native_replay
 from memtui.allocator.blocks import Block
 from memtui.allocator.replay import Requests, Stepper, replay
 from memtui.allocator.settings import AllocatorSettings
@@ -53,7 +54,13 @@ class SimulatedRun:
         return np.unique(np.array([e for _, _, _, e in self.outcome.events], np.int64))
 
     def state_at(self, i: int) -> AllocatorState:
-        """The simulated allocator's state after event ``i``."""
+        """The simulated allocator's state after event ``i``: from the compiled loop where memtui
+        has it (a replay to ``i`` in milliseconds), else by stepping the Python model."""
+        if native_replay.can_replay(self.requests):
+            out = replay(self.requests, self.settings, limit=self.limit, per_process=self.per_process,
+                         until_event=i, dump_state=True)
+            if out.block_table is not None:
+                return state_of_table(out.block_table, i)
         stepper = self._stepper
         if stepper is None or stepper.last_event > i:
             stepper = self._stepper = Stepper(self.requests, self.settings, limit=self.limit,
@@ -93,6 +100,10 @@ def state_of(stepper: Stepper, index: int) -> AllocatorState:
             else:
                 run = None
             block = block.next
+    return _state(index, seg_rows, blk_rows)
+
+
+def _state(index: int, seg_rows: list, blk_rows: list) -> AllocatorState:
     seg_rows.sort()
     blk_rows.sort()
     seg_addr = np.array([r[0] for r in seg_rows], np.int64)
@@ -107,3 +118,31 @@ def state_of(stepper: Stepper, index: int) -> AllocatorState:
         blk_size=np.array([r[1] for r in blk_rows], np.int64), blk_state=np.array([r[2] for r in blk_rows], np.int8),
         blk_life=np.array([r[3] for r in blk_rows], np.int64), blk_final=np.full(len(blk_rows), NONE, np.int64),
         blk_segment=blk_segment)
+
+
+def state_of_table(table: np.ndarray, index: int) -> AllocatorState:
+    """The compiled loop's block table (replay's ``dump_state``) as an AllocatorState, by the
+    same rule as :func:`state_of`: mapped runs of each chain of blocks are segments."""
+    live = table[table[:, 1] == 1]
+    if not len(live):
+        return _state(index, [], [])
+    by_index = {int(row[0]): row for row in live}
+    following: dict[int, int] = {int(row[9]): int(row[0]) for row in live if row[9] >= 0}
+    seg_rows, blk_rows = [], []
+    for row in live:
+        if row[9] >= 0:
+            continue  # not the first block of its chain
+        q, run = int(row[0]), None
+        while q in by_index:
+            _, _, addr, size, stream, flags, mapped, expandable, slot, _ = (int(v) for v in by_index[q])
+            if mapped:
+                if run is None:
+                    run = [addr, 0, stream, bool(expandable)]
+                    seg_rows.append(run)
+                run[1] += size
+                if flags:
+                    blk_rows.append((addr, size, PENDING_FREE if flags & 2 else ALLOCATED, slot if slot >= 0 else NONE))
+            else:
+                run = None
+            q = following.get(q, -1)
+    return _state(index, seg_rows, blk_rows)

@@ -30,7 +30,7 @@
 #define E_SEG_UNMAP 6
 
 typedef struct {
-    int64_t addr, size, stream, gc_base;
+    int64_t addr, size, stream, gc_base, slot;
     int32_t prev, next, pool, pending_pos;
     int64_t seg_base, seg_page; /* expandable segment (page 0: none) */
     uint8_t allocated, pending, mapped, live;
@@ -117,7 +117,7 @@ static int32_t new_block(Sim *s, int64_t addr, int64_t size, int64_t stream, int
     ABlock *x = &s->b[i];
     memset(x, 0, sizeof(*x));
     x->addr = addr; x->size = size; x->stream = stream; x->pool = pool;
-    x->prev = x->next = -1; x->pending_pos = -1; x->mapped = 1; x->live = 1;
+    x->prev = x->next = -1; x->pending_pos = -1; x->mapped = 1; x->live = 1; x->slot = -1;
     x->seg_base = seg_base; x->seg_page = seg_page;
     return i;
 }
@@ -695,6 +695,7 @@ static PyObject *native_allocator_replay(PyObject *self, PyObject *args)
     int n_private = (int)P[26];
     int64_t lowest = P[27];
     int64_t max_slot = P[28];
+    int dump_state = (int)P[29];
     s.gc = gc;
     s.npools = 2 * (n_private + 1);
     s.pools = calloc(s.npools, sizeof(APool));
@@ -710,6 +711,9 @@ static PyObject *native_allocator_replay(PyObject *self, PyObject *args)
     int64_t *ser_r = series ? calloc(n ? n : 1, sizeof(int64_t)) : NULL;
     int64_t *ser_a = series ? calloc(n ? n : 1, sizeof(int64_t)) : NULL;
     LVec out_events = {0}, ooms = {0};
+    int64_t peak = 0, peak_event = -1, active_at_peak = 0, allocated_at_peak = 0;
+    int64_t oom_event = -1, oom_size = 0, stopped_at = -1;
+    Py_ssize_t emitted = 0, k = 0, done_n = 0;
     if (!s.pools || !slots || (series && (!ser_r || !ser_a))) { s.failed = 1; goto done; }
     for (int64_t k = 0; k <= max_slot; k++) slots[k] = -1;
 
@@ -735,6 +739,7 @@ static PyObject *native_allocator_replay(PyObject *self, PyObject *args)
             if (baddr > cursor) ivec_push(&chain, new_block(&s, cursor, baddr - cursor, sstream, pool, base, page));
             int32_t x = new_block(&s, baddr, bsize, sstream, pool, base, page);
             s.b[x].allocated = 1;
+            s.b[x].slot = bslot;
             if (bslot >= 0 && bslot <= max_slot) slots[bslot] = x;
             ivec_push(&chain, x);
             cursor = baddr + bsize;
@@ -763,9 +768,7 @@ static PyObject *native_allocator_replay(PyObject *self, PyObject *args)
         take(&s, saddr, vsize);
     }
 
-    int64_t peak = s.reserved, peak_event = -1, active_at_peak = s.active, allocated_at_peak = s.allocated;
-    int64_t oom_event = -1, oom_size = 0, stopped_at = -1;
-    Py_ssize_t emitted = 0, k = 0, done_n = 0;
+    peak = s.reserved; active_at_peak = s.active; allocated_at_peak = s.allocated;
     for (k = 0; k < n && !s.failed; k++) {
         int64_t kd = kind[k], event = event_c[k];
         if (until >= 0 && event > until) break;
@@ -786,6 +789,7 @@ static PyObject *native_allocator_replay(PyObject *self, PyObject *args)
                 if (oom_event < 0) { oom_event = event; oom_size = size_c[k]; }
                 stopped_at = event;
             } else {
+                s.b[blk].slot = slot[k];
                 if (slot[k] >= 0 && slot[k] <= max_slot) slots[slot[k]] = blk;
                 if (s.reserved > peak) {
                     peak = s.reserved; peak_event = event; active_at_peak = s.active; allocated_at_peak = s.allocated;
@@ -829,17 +833,29 @@ static PyObject *native_allocator_replay(PyObject *self, PyObject *args)
     }
 
 done:;
+    /* The state where the replay stopped: every block, by index (prev/next name indices). */
+    LVec table = {0};
+    if (dump_state && !s.failed) {
+        for (Py_ssize_t q = 0; q < s.nb; q++) {
+            ABlock *x = &s.b[q];
+            int64_t row[10] = {q, x->live, x->addr, x->size, x->stream, (int64_t)x->allocated | ((int64_t)x->pending << 1),
+                               x->mapped, x->seg_page != 0, x->slot, x->prev};
+            for (int c = 0; c < 10; c++) if (lvec_push(&table, row[c]) < 0) s.failed = 1;
+        }
+    }
     PyObject *result = NULL;
     if (s.failed) {
         PyErr_NoMemory();
     } else {
-        result = Py_BuildValue("(NN(LLLLLLLLL)NN)", bytes_of(out_events.v, out_events.n), bytes_of(ooms.v, ooms.n),
+        result = Py_BuildValue("(NN(LLLLLLLLL)NNN)", bytes_of(out_events.v, out_events.n), bytes_of(ooms.v, ooms.n),
                                (long long)peak, (long long)peak_event, (long long)active_at_peak,
                                (long long)allocated_at_peak, (long long)oom_event, (long long)oom_size,
                                (long long)stopped_at, (long long)s.retries, (long long)done_n,
                                series ? bytes_of(ser_r, done_n) : (Py_INCREF(Py_None), Py_None),
-                               series ? bytes_of(ser_a, done_n) : (Py_INCREF(Py_None), Py_None));
+                               series ? bytes_of(ser_a, done_n) : (Py_INCREF(Py_None), Py_None),
+                               dump_state ? bytes_of(table.v, table.n) : (Py_INCREF(Py_None), Py_None));
     }
+    free(table.v);
     for (int q = 0; s.pools && q < s.npools; q++) { free(s.pools[q].keys.v); free(s.pools[q].unmapped.v); }
     free(s.pools); free(s.b); free(s.freelist.v); free(s.pending.v); free(s.freeable.v); free(s.events.v);
     free(s.live_addr.v); free(s.live_size.v); free(s.freed_size.v); free(s.freed_addr.v);

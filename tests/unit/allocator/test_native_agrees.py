@@ -71,3 +71,22 @@ def test_a_trace_that_starts_mid_run_agrees_too():
         compiled = replay(requests, parse_conf(conf), native=True, series=True)
         assert outcome(compiled) == outcome(python)
         assert np.all(python.series_reserved >= python.series_allocated)
+
+
+def test_the_simulated_state_is_the_same_from_both_loops():
+    from memtui.allocator.replay import Stepper
+    from memtui.analysis.whatif_state import SimulatedRun, state_of
+
+    for name in ("scenarios/oom_growing_batch_expandable_py", "multistream", "recorded/ring_wrapped"):
+        snapshot = open_snapshot(SAMPLES / f"{name}.pickle.xz")
+        dev = snapshot.devices[snapshot.default_device()]
+        requests = build_requests(dev)
+        for conf in ("", "expandable_segments:True"):
+            run = SimulatedRun(requests, parse_conf(conf))
+            for event in range(0, len(dev.trace), max(1, len(dev.trace) // 7)):
+                stepper = Stepper(requests, parse_conf(conf))
+                stepper.run(event)
+                python, compiled = state_of(stepper, event), run.state_at(event)
+                for field in ("seg_addr", "seg_size", "seg_stream", "seg_expandable", "blk_addr", "blk_size",
+                              "blk_state", "blk_life", "blk_segment"):
+                    assert getattr(python, field).tolist() == getattr(compiled, field).tolist(), (name, conf, field)
