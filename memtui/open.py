@@ -18,9 +18,10 @@ from typing import Protocol
 
 import numpy as np
 
-from memtui.load import ProgressFn, read_snapshot
+from memtui.load import ProgressFn, inspect_source, read_snapshot
 from memtui.load.fast import FastFallback, Scanned, scan_snapshot
 from memtui.load.normalize import normalize
+from memtui.load.shape import check_start
 from memtui.load.stream import StreamFallback, stream_snapshot
 from memtui.model import Snapshot, build_model
 from memtui.model.columns import narrowest
@@ -60,6 +61,7 @@ def open_snapshot(
             if progress is not None:
                 progress("indexing", 1, 1)
             return found
+    check_start(inspect_source(path))  # a file that is no snapshot is refused before anything big is built
     snapshot = _open_decoded(path, progress) if streaming else None
     if snapshot is None:
         snapshot = open_plain(path, progress)

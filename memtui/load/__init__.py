@@ -15,6 +15,7 @@ from memtui.load.json_snapshot import load_json, looks_like_json
 from memtui.load.msgpack_export import looks_like_export, read_export
 from memtui.load.normalize import normalize
 from memtui.load.safe_pickle import safe_load
+from memtui.load.shape import check_start
 from memtui.load.source import DECOMPRESSION_ERRORS, ProgressFn, SourceInfo, inspect_source, open_decompressed
 
 __all__ = ["read_snapshot", "inspect_source", "content_kind", "SourceInfo", "ProgressFn"]
@@ -26,6 +27,7 @@ def read_snapshot(path: str | os.PathLike, progress: ProgressFn | None = None) -
     """Read ``path`` (pickle, JSON or memtui msgpack export, each possibly compressed) into
     a normalized dict."""
     info = inspect_source(path)
+    check_start(info)  # a file that is no snapshot is refused before anything big is built
     before = file_state(info.path)
     description = os.path.basename(info.path)
     try:

@@ -51,6 +51,11 @@ _SCAN_CHUNK = 16 << 20
 _NOT_STRUCTURE = bytes(c for c in range(256) if c not in b'"[]{}')
 
 
+class InflationRefused(SnapshotError):
+    """A compressed file inflated past its bound. Every decoder reads through the same
+    guard, so the first to meet it says so for all: none falls back to the next."""
+
+
 class SourceFacts(Protocol):
     """What the guard needs to know of the file (:class:`memtui.load.source.SourceInfo`)."""
 
@@ -102,7 +107,7 @@ class GuardedStream:
     def _count(self, n: int) -> None:
         self.consumed += n
         if self._inflation_limit is not None and self.consumed > self._inflation_limit:
-            raise SnapshotError(f"{self._description}: refused: it inflates to more than {MAX_INFLATION} times its "
+            raise InflationRefused(f"{self._description}: refused: it inflates to more than {MAX_INFLATION} times its "
                                 "size, like a compression bomb; if it is genuine, decompress it yourself and open "
                                 "the result")
 

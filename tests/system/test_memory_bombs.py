@@ -172,8 +172,10 @@ def test_deep_values_inside_a_snapshot_load_with_bounded_text(tmp_path):
 
 def test_repeats_that_multiply_rows_are_refused(tmp_path):
     snap = variants.modern()
-    trace = snap["device_traces"][0] * 1000
-    snap["device_traces"] = [trace] * 4000  # 20 million rows from a 20 KB file
+    # Distinct entries (an entry repeated by reference is refused sooner, by the shape
+    # check: tests/system/test_compressed_bombs.py), one trace named 4,000 times.
+    trace = [dict(entry) for entry in snap["device_traces"][0] * 60]
+    snap["device_traces"] = [trace] * 4000  # over a million rows from a file of some 20 KB
     path = tmp_path / "repeats.pickle"
     path.write_bytes(pickle.dumps(snap, protocol=4))
     assert path.stat().st_size < 100_000

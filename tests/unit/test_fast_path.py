@@ -488,7 +488,7 @@ def test_declared_lengths_never_allocate(tmp_path, opcode, length):
 
 def test_a_trace_list_referred_to_twice_is_not_read_as_two_traces(tmp_path):
     snap = variants.modern()
-    trace = snap["device_traces"][0] * 300
+    trace = [dict(entry) for entry in snap["device_traces"][0] * 300]  # fresh entries, as torch writes them
     snap["device_traces"] = [trace, trace]
     path = tmp_path / "twice.pickle"
     path.write_bytes(pickle.dumps(snap, protocol=4))

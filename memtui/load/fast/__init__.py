@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memtui.load.changes import check_unchanged, file_state
-from memtui.load.limits import MAX_COMPRESSED_ITEM, GuardedStream
+from memtui.load.limits import MAX_COMPRESSED_ITEM, GuardedStream, InflationRefused
 from memtui.load.progress_relay import ProgressRelay
 from memtui.load.source import ProgressFn, inspect_source, open_unguarded
 
@@ -166,7 +166,7 @@ def _feed_all(scanner, info, relay) -> int:
                     raise FastFallback("the pickle ends before STOP")
                 buf[:filled - consumed] = buf[consumed:filled]
                 filled -= consumed
-        except (FastFallback, _native.Unsupported, MemoryError):
+        except (FastFallback, _native.Unsupported, MemoryError, InflationRefused):
             raise
         except Exception as exc:  # corrupt compressed data, a read error: the reference path reports it
             if relay is not None and relay.error is not None:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 
 from memtui.errors import SnapshotError
 from memtui.load.changes import check_unchanged, file_state
+from memtui.load.limits import InflationRefused
 from memtui.load.progress_relay import ProgressRelay
 from memtui.load.source import ProgressFn, SourceInfo, inspect_source, memory_error_message, open_unguarded
 from memtui.load.stream.check import detach_traces
@@ -57,7 +58,7 @@ def stream_snapshot(
         unpickler = StreamingUnpickler(stream, sink_name, make_consumer)
         try:
             obj = unpickler.load()
-        except StreamFallback:
+        except (StreamFallback, InflationRefused):
             raise
         except MemoryError:
             raise SnapshotError(memory_error_message(info, os.path.basename(info.path))) from None

@@ -1,0 +1,141 @@
+"""Compressed bombs and a sparse file of zeros are refused in one line, within 5 s, under 1 GiB.
+
+The bombs are rebuilt here from tests/fixtures/compressed_bombs.py (each inflates to
+2 GiB) and opened by the real command line in one process whose address space is limited
+to 1 GiB, so a loader that built what they describe would fail or be killed, not pass.
+The shape check (memtui/load/shape.py) refuses them from their first bytes; the cases at
+the end cover what it lets through and a bomb that begins like a real file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+
+import pytest
+
+from memtui.errors import SnapshotError
+from memtui.load import read_snapshot
+from memtui.open import open_snapshot
+from tests.conftest import ROOT
+from tests.fixtures import variants
+from tests.fixtures.compressed_bombs import build_all, snapshot_parts, write_bomb
+
+LIMIT = 1 << 30
+SECONDS = 5.0
+
+# Each bomb opened by `memtui info` in turn, in one process under the limit: a JSON line per bomb.
+UNDER_A_LIMIT = """
+import json, resource, sys, time
+resource.setrlimit(resource.RLIMIT_AS, (BYTES, BYTES))
+from memtui.cli import main
+for path in sys.argv[1:]:
+    start = time.monotonic()
+    code = main(["info", "--no-cache", path])
+    sys.stderr.flush()
+    print(json.dumps({"path": path, "code": code, "seconds": time.monotonic() - start}), flush=True)
+""".replace("BYTES", str(LIMIT))
+
+EXPECTED = {
+    "xz list": "not a memory snapshot (a list of int, not of segments)",
+    "gzip list": "not a memory snapshot (a list of int, not of segments)",
+    "bz2 list": "not a memory snapshot (a list of int, not of segments)",
+    "xz snapshot": "a device trace repeats an entry by reference",
+    "zstd snapshot": "a device trace repeats an entry by reference",
+    "sparse zeros": "a frame of 2.00 GiB, where picklers write frames of 64 KiB",
+}
+
+
+@pytest.fixture(scope="module")
+def bombs(tmp_path_factory):
+    return build_all(tmp_path_factory.mktemp("bombs"))
+
+
+def test_every_bomb_is_refused_in_one_line_within_seconds_under_a_gigabyte(bombs):
+    names = list(bombs)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-c", UNDER_A_LIMIT, *(str(bombs[n]) for n in names)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    lines = done.stderr.strip().splitlines()
+    assert len(results) == len(names) and len(lines) == len(names), (done.stdout, done.stderr)
+    for name, result, line in zip(names, results, lines):
+        assert result["code"] == 2, (name, line)
+        assert result["seconds"] < SECONDS, (name, result)
+        assert line.startswith(f"memtui: {bombs[name].name}: ") and EXPECTED[name] in line, (name, line)
+        assert "not enough memory" not in line
+
+
+@pytest.mark.parametrize("name", ["xz list", "xz snapshot", "sparse zeros"])
+def test_each_reader_refuses_a_bomb_by_its_start(bombs, name):
+    for load in (read_snapshot, lambda p: open_snapshot(p, cache=None)):
+        with pytest.raises(SnapshotError, match=EXPECTED[name].replace("(", r"\(").replace(")", r"\)")):
+            load(bombs[name])
+
+
+@pytest.mark.parametrize("protocol", [0, 1, 2, 3, 4, 5])
+@pytest.mark.parametrize("build", ["modern", "one entry per trace", "segments only", "list of segments"])
+def test_snapshots_of_every_protocol_and_layout_pass(tmp_path, protocol, build):
+    snap = variants.modern()
+    if build == "one entry per trace":  # a batch of one: APPEND, no MARK
+        snap["device_traces"] = [[dict(trace[0])] for trace in snap["device_traces"] if trace] * 1
+        snap["device_traces"].append([dict(snap["device_traces"][0][0])])
+    elif build == "segments only":
+        snap["device_traces"] = []
+    obj = snap["segments"] if build == "list of segments" else snap
+    path = tmp_path / "snap.pickle"
+    path.write_bytes(pickle.dumps(obj, protocol=protocol))
+    assert open_snapshot(path, cache=None) is not None
+
+
+def test_frames_shared_between_entries_are_not_repeated_entries(tmp_path):
+    # Torch shares frame dicts and a free's frame list with its request: references inside
+    # entries are ordinary; only an entry that is itself a reference is refused.
+    snap = variants.modern()
+    trace = snap["device_traces"][0]
+    frame = {"filename": "train.py", "line": 1, "name": "step"}
+    for entry in trace:
+        entry["frames"] = [frame, frame]
+    path = tmp_path / "shared.pickle"
+    path.write_bytes(pickle.dumps(snap, protocol=4))
+    assert open_snapshot(path, cache=None) is not None
+
+
+def test_an_entry_repeated_by_reference_is_refused_at_any_protocol(tmp_path):
+    snap = variants.modern()
+    entry = snap["device_traces"][0][0]
+    snap["device_traces"][0] = [entry] * 5000
+    for protocol in (2, 4):
+        path = tmp_path / f"repeat{protocol}.pickle"
+        path.write_bytes(pickle.dumps(snap, protocol=protocol))
+        with pytest.raises(SnapshotError, match="repeats an entry by reference"):
+            open_snapshot(path, cache=None)
+
+
+def test_a_list_of_strings_is_refused_like_the_model_refuses_it(tmp_path):
+    path = tmp_path / "strings.pickle"
+    path.write_bytes(pickle.dumps(["a", "b"], protocol=4))
+    with pytest.raises(SnapshotError) as refused:
+        open_snapshot(path, cache=None)
+    assert "not a memory snapshot (a list of str" in str(refused.value)
+
+
+def test_a_bomb_that_starts_like_a_snapshot_is_refused_by_the_first_reader(tmp_path, monkeypatch):
+    # Real entries first, the repeats only past what the shape check reads: the inflation
+    # bound refuses it, and the first decoder to meet it says so for all (no second pass).
+    import memtui.load.limits as limits
+    import memtui.open as opening
+
+    monkeypatch.setattr(limits, "INFLATION_FLOOR", 8 << 20)
+    head, piece, tail = snapshot_parts()
+    entry_end = head.rindex(b"a")
+    fresh = head[head.index(b"}\x94(", 5):entry_end] * 200  # 200 genuine entries before the repeats
+    path = write_bomb(tmp_path / "late.pickle.xz", (b"\x80\x04" + head[2:entry_end] + b"(" + fresh + b"e",
+                                                    piece, tail), "xz", size=64 << 20)
+    monkeypatch.setattr(opening, "open_plain", lambda *a, **k: pytest.fail("fell back to the plain path"))
+    with pytest.raises(SnapshotError, match="inflates to more than"):
+        open_snapshot(path, cache=None)
