@@ -42,6 +42,7 @@ from memtui.mcp.answers import MAX_LIMIT, PAGING, Answer
 from memtui.mcp.budget import DEFAULT_MAX_CHARS, MAX_MAX_CHARS, clip, fit, pre_cut
 from memtui.mcp.cancel import CallCancelled, Cancellable
 from memtui.mcp.compact import compact
+from memtui.mcp.compare import compare_runs
 from memtui.mcp.listing import list_snapshots
 from memtui.mcp.store import SnapshotStore
 from memtui.mcp.terms import in_tool_terms, translated
@@ -65,7 +66,7 @@ allocation_stack for one allocation's stacks. The first call on a large file loa
 later calls on it are fast. Paths are files under the folders this server was started with."""
 
 # The tools that answer no analysis of the spec table.
-OTHER_TOOLS = ("live_status", "list_snapshots")
+OTHER_TOOLS = ("live_status", "list_snapshots", "compare_runs")
 
 # What each kind of subject is called, with its type and description, as the tools take it.
 SUBJECTS = {
@@ -144,6 +145,7 @@ def build_server(store: SnapshotStore) -> MCPServer:
     server.add_strict_tool(_listing_tool(server), "list_snapshots", LIST_HELP)
     live = _live_tool(server)
     server.add_strict_tool(live, "live_status", inspect.cleandoc(live.__doc__ or ""))
+    server.add_strict_tool(_compare_tool(server), "compare_runs", COMPARE_HELP)
     return server
 
 
@@ -169,6 +171,35 @@ def _listing_tool(server: _Server):
 
     list_snapshots_tool.__name__ = "list_snapshots"
     return list_snapshots_tool
+
+
+COMPARE_HELP = ("Two runs side by side at their allocated peaks, in one call: each run's peak (event, allocated, "
+                "reserved), its memory by category there (parameters, gradients, optimizer_state, activations, ...), "
+                "the change per category, and the call sites whose live memory differs most between the two peaks, "
+                "largest growth first and largest shrink last. For 'why does run B need more memory than run A'.")
+
+
+def _compare_tool(server: _Server):
+    async def compare_runs_tool(
+            ctx: Context,
+            a: Annotated[str, Field(description="the first run's snapshot file")],
+            b: Annotated[str, Field(description="the second run's snapshot file")],
+            device_a: Annotated[int | None, Field(description="device of the first run (default: its own default)")]
+            = None,
+            device_b: Annotated[int | None, Field(description="device of the second run (default: its own default)")]
+            = None,
+            depth: Annotated[int, Field(description="user frames that make a call site (default 1)", ge=1, le=100)]
+            = 1,
+            top: Annotated[int, Field(description="changed call sites and new or gone sites to list (default 10)",
+                                      ge=0, le=MAX_LIMIT)] = 10,
+            max_chars: MAX_CHARS = DEFAULT_MAX_CHARS) -> CallToolResult:
+        def work(progress=None) -> Answer:
+            return compare_runs(server.store, a, b, device_a, device_b, depth, top, progress)
+
+        return await _run(server, ctx, work, max_chars)
+
+    compare_runs_tool.__name__ = "compare_runs"
+    return compare_runs_tool
 
 
 def _live_tool(server: _Server):

@@ -224,3 +224,18 @@ def test_every_default_answer_on_a_million_events_fits_its_budget(client):
         sizes[tool.name] = len(result.content[0].text)
         data_of(result)  # one item, JSON, within 8,000 characters
     assert len(sizes) == len(tools) and max(sizes.values()) <= 8000, sizes
+
+
+def test_compare_runs_is_the_two_peaks_and_their_diff_in_one_call(client):
+    a, b = str(SAMPLES / "train_steps_3_6.pickle.xz"), str(SAMPLES / "train_linear_adam.pickle.xz")
+    data = data_of(client.call("compare_runs", {"a": a, "b": b, "top": 1000, "max_chars": 10**6}), budget=10**6)
+    peaks = [data_of(client.call("memory_breakdown", {"path": p, "max_chars": 10**6}), budget=10**6) for p in (a, b)]
+    for side, peak in zip((data["a"], data["b"]), peaks):
+        assert side["peak_allocated"] == peak["allocated"] and side["peak_event"] == peak["at"]["event"]
+        assert side["categories"] == {k: v for k, v in peak["categories"].items() if v}
+    assert data["delta_peak_allocated"] == peaks[1]["allocated"] - peaks[0]["allocated"]
+    diff = data_of(client.call("diff_snapshots", {"a": a, "b": b, "at_a": data["a"]["peak_event"],
+                                                  "at_b": data["b"]["peak_event"], "top": 1000,
+                                                  "max_chars": 10**6}), budget=10**6)
+    assert [s["site"] for s in data["sites"]] == [s["site"] for s in diff["sites"]]
+    assert "peak allocated: A" in data["summary"][0]
