@@ -337,7 +337,7 @@ class Replayer:
                 pre_segments.append(s)
         return pre_blocks, np.asarray(pre_segments, np.int64), life_final
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> IntervalIndex:
         # Only reached for an index not built yet (indexed=False): build it now.
         if name == "blocks":
             self.blocks = IntervalIndex(self._life_start, self._life_end, self.n_events)
