@@ -2,13 +2,12 @@
 
 :class:`ReplayProbe` answers the server as the torch probe does inside a job: counters at
 every tick, the trace recorded so far when asked, steps and OOMs as they come. Entries are
-revealed ``rate`` a second. The allocator's segments cannot be known before the end of a
-recording, so a replayed ``_snapshot()`` always carries the file's final segments (the
-trace, the counters, the steps and the OOMs are those of the moment).
+revealed ``rate`` a second. A recording holds its segments only as they were at its end, so
+before the end a replayed ``_snapshot()`` carries the segments the model's replay gives
+after the entries revealed so far (memtui/live/replay_state.py), and at the end the file's own.
 
-``python -m memtui.live.replay_source SNAP [--rate N] [--loop]`` serves one the way a job
-does (in the live folder, found by ``memtui watch``); the tests and ``memtui watch --demo``
-use it.
+``python -m memtui.live.replay_source SNAP [--rate N] [--loop] [--ranks N]`` serves one the
+way a job does (in the live folder, found by ``memtui watch``); the tests use it.
 """
 
 from __future__ import annotations
@@ -48,6 +47,7 @@ class ReplayProbe:
         self._ooms = [0] * len(self.traces)
         self._told = 0  # entries already looked at for steps and OOMs
         self._told_annotations = 0
+        self._segments_at = None  # memtui.live.replay_state.SegmentsAt, made at the first read
 
     def _baseline(self, d: int) -> tuple[int, int]:
         """Allocated and reserved before the trace's first entry: the end state less the trace's changes."""
@@ -112,10 +112,20 @@ class ReplayProbe:
         n = self.revealed()
         self._advance(n)
         horizon = self._horizon(n)
-        return {"segments": self.raw.get("segments") or [],
+        return {"segments": self._segments(n),
                 "device_traces": [t[:n] for t in self.traces],
                 "external_annotations": [a for a in self._annotations if (a.get("time_us") or 0) <= horizon],
                 "allocator_settings": self.raw.get("allocator_settings") or {}}
+
+    def _segments(self, n: int) -> list[dict]:
+        """The file's own segments at its end; before that, the replay's (memtui/live/replay_state.py)."""
+        if n >= self.length:
+            return self.raw.get("segments") or []
+        if self._segments_at is None:
+            from memtui.live.replay_state import SegmentsAt
+
+            self._segments_at = SegmentsAt(self.raw)
+        return self._segments_at.at(n)
 
     def _horizon(self, n: int) -> float:
         if n >= self.length:
@@ -146,8 +156,12 @@ class ReplayProbe:
 
 
 def serve_replay(path: str, rate: float = 1000.0, loop: bool = False, rank: int | None = None,
-                 interval: float = 0.1, folder: str | None = None, job: str | None = None) -> LiveServer:
-    """Start serving ``path`` as a live job of this process; returns the running server."""
+                 interval: float = 0.1, folder: str | None = None, job: str | None = None,
+                 trace_budget: float = 1.0) -> LiveServer:
+    """Start serving ``path`` as a live job of this process; returns the running server.
+
+    A replay has no training loop to protect, so its trace may be read at every tick
+    (``trace_budget`` 1.0); a test of the budget passes its own."""
     from memtui.load import read_snapshot
 
     raw = read_snapshot(path)
@@ -156,7 +170,7 @@ def serve_replay(path: str, rate: float = 1000.0, loop: bool = False, rank: int 
     info = JobInfo(pid=pid, socket=socket_path(folder, pid, rank), rank=rank,
                    devices=list(range(len(raw.get("device_traces") or []))), started=time.time(),
                    argv=[path], job=job or str(pid), host=os.uname().nodename)
-    return LiveServer(ReplayProbe(raw, rate, loop), info, interval=interval).start()
+    return LiveServer(ReplayProbe(raw, rate, loop), info, interval=interval, trace_budget=trace_budget).start()
 
 
 def main(argv: list[str] | None = None) -> int:

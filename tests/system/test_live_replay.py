@@ -25,6 +25,7 @@ from memtui.live.server import LiveServer
 from memtui.load import read_snapshot
 from memtui.open import open_snapshot
 from memtui.record.files import write_snapshot
+from memtui.replay import Replayer
 from memtui.services.info import summarize
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -220,3 +221,16 @@ def test_the_trace_is_read_within_its_budget_of_the_wall_time(live_dir):
         client.close()
     finally:
         server.stop()
+
+
+def test_a_replay_midway_serves_the_segments_of_that_moment():
+    raw = read_snapshot(str(OOM_FILE))
+    probe = ReplayProbe(raw, rate=1.0)
+    end = build_live_model(read_snapshot(str(OOM_FILE)), "end")
+    for n in (100, 400, 718):
+        probe.revealed = lambda n=n: n
+        midway = build_live_model(probe.snapshot(), "midway")
+        # the segments served at entry n are what the whole file's replay says after entry n-1
+        state = Replayer(end.devices[0]).state_at(n - 1)
+        assert midway.devices[0].reserved == state.reserved
+        assert midway.devices[0].allocated == state.allocated

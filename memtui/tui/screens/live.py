@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import time
 
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -201,7 +202,7 @@ class LiveScreen(Screen):
             self.sites.update("(no live blocks)")
             return
         lines = [f"{format_bytes(s['bytes']):>10} ×{s['count']:<4} {short_site(s)}" for s in sites]
-        self.sites.update("\n".join(lines))
+        self.sites.update(Text("\n".join(lines), no_wrap=True, overflow="ellipsis"))  # one line a site
 
     def _show_header(self) -> None:
         client = self.client
