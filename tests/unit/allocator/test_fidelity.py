@@ -15,14 +15,14 @@ from memtui.allocator.settings import settings_of_snapshot
 from memtui.analysis.whatif import check_fidelity
 from memtui.analysis.whatif_requests import build_requests
 from memtui.model import actions as act
-from memtui.open import open_snapshot
 from tests.conftest import heldout_files, sample_files, scenario_files, shared_files, whatif_files
+from tests.fixtures.opened import cached
 
 
 def check_all(files: list[Path]) -> tuple[int, int, list[str]]:
     checked, exact, misses = 0, 0, []
     for path in files:
-        snapshot = open_snapshot(path)
+        snapshot = cached(str(path))
         _, settings = settings_of_snapshot(snapshot.allocator_settings)
         for dev in snapshot.devices:
             if not np.isin(dev.trace.action, act.SEGMENT_ACTIONS).any():

@@ -13,8 +13,8 @@ from memtui.allocator import native_replay
 from memtui.allocator.replay import replay
 from memtui.allocator.settings import parse_conf
 from memtui.analysis.whatif_requests import build_requests
-from memtui.open import open_snapshot
 from tests.conftest import SAMPLES, sample_files, scenario_files, whatif_files
+from tests.fixtures.opened import cached
 
 pytestmark = pytest.mark.skipif(not native_replay.available, reason="memtui built without its compiled part")
 
@@ -31,7 +31,7 @@ def outcome(o):
 def compare_on(files) -> int:
     compared = 0
     for path in files:
-        snapshot = open_snapshot(path)
+        snapshot = cached(str(path))
         for dev in snapshot.devices:
             if not len(dev.trace):
                 continue
@@ -62,7 +62,7 @@ def test_compiled_and_python_replays_agree_on_the_whatif_truth_set():
 
 def test_a_trace_that_starts_mid_run_agrees_too():
     path = SAMPLES / "recorded" / "ring_wrapped.pickle.xz"
-    snapshot = open_snapshot(path)
+    snapshot = cached(str(path))
     dev = snapshot.devices[snapshot.default_device()]
     requests = build_requests(dev)
     assert requests.initial, "the ring buffer wrapped: the replay starts from the reconstructed state"
@@ -78,7 +78,7 @@ def test_the_simulated_state_is_the_same_from_both_loops():
     from memtui.analysis.whatif_state import SimulatedRun, state_of
 
     for name in ("scenarios/oom_growing_batch_expandable_py", "multistream", "recorded/ring_wrapped"):
-        snapshot = open_snapshot(SAMPLES / f"{name}.pickle.xz")
+        snapshot = cached(str(SAMPLES / f"{name}.pickle.xz"))
         dev = snapshot.devices[snapshot.default_device()]
         requests = build_requests(dev)
         for conf in ("", "expandable_segments:True"):
