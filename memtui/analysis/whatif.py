@@ -336,8 +336,8 @@ def advice(w: WhatIf) -> str:
     else:
         unsure = "" if w.fidelity.exact else " (not certain: the replay does not reproduce the recording exactly)"
     if base is None or best is base or (_rank(best)[:4] == _rank(base)[:4]):
-        return (f"no setting tried does better than the recorded one ({w.recorded_settings or 'default'}):"
-                f" reserved peak {format_size(base.reserved_peak if base else best.reserved_peak)}{unsure}")
+        return (f"no setting tried does better than the recorded one ({w.recorded_settings or 'default'}) under the"
+                f" same limit{unsure}")
     parts = [f"{best.settings}: reserved peak {format_size(best.reserved_peak)} instead of"
              f" {format_size(base.reserved_peak)}"]
     if w.recorded_oom is not None:
