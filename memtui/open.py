@@ -83,6 +83,12 @@ def open_plain(path: str | os.PathLike, progress: ProgressFn | None = None) -> S
     return snapshot
 
 
+# From this size a file the fast path hands to the streaming decoder for a trace-entry key it
+# does not read (a field a newer torch added) is said to the user: it reads several times slower.
+NOTICE_FROM_BYTES = 64 << 20
+UNKNOWN_FIELD = "a trace entry key the fast path does not read"  # the scanner's reason (src/memtui_native)
+
+
 def _open_decoded(path: str | os.PathLike, progress: ProgressFn | None) -> Snapshot | None:
     """The fast path, else the streaming decoder; None when the file needs the plain path."""
     snapshot, why = _fast(path, progress)
@@ -90,7 +96,13 @@ def _open_decoded(path: str | os.PathLike, progress: ProgressFn | None) -> Snaps
         return snapshot
     if why is not None and why.refused:  # it names code: the plain path refuses it by name
         return None
-    return open_streaming(path, progress)
+    snapshot = open_streaming(path, progress)
+    if snapshot is not None and why is not None and UNKNOWN_FIELD in str(why) \
+            and snapshot.source_size >= NOTICE_FROM_BYTES:
+        snapshot.load_notice = (f"{os.path.basename(os.fspath(path))} was read with the slower decoder: its trace "
+                                "entries have a field the fast path does not know (a newer torch?); please report "
+                                "it so the fast path learns it")
+    return snapshot
 
 
 def open_fast(path: str | os.PathLike, progress: ProgressFn | None = None) -> Snapshot | None:

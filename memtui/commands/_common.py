@@ -12,6 +12,7 @@ import sys
 import time
 
 from memtui.cache import ModelCache
+from memtui.errors import printable
 from memtui.model import Snapshot
 from memtui.open import open_snapshot
 
@@ -27,7 +28,10 @@ def add_json_flag(parser: argparse.ArgumentParser) -> None:
 def load(path: str, cache: ModelCache | None) -> Snapshot:
     """Open a snapshot through ``cache`` (the command's ``args.model_cache``: None with
     ``--no-cache``), with a progress line on stderr when it is a terminal."""
-    return open_snapshot(path, progress=StderrProgress() if sys.stderr.isatty() else None, cache=cache)
+    snapshot = open_snapshot(path, progress=StderrProgress() if sys.stderr.isatty() else None, cache=cache)
+    if snapshot.load_notice:
+        print(f"memtui: note: {printable(snapshot.load_notice)}", file=sys.stderr)
+    return snapshot
 
 
 def add_cache_options(parser: argparse.ArgumentParser) -> None:

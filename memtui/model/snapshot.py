@@ -265,6 +265,8 @@ class Snapshot:
     header: dict | None = None  # present when opened from a memtui export
     warnings: list[str] = field(default_factory=list)
     traced_devices: int = 0  # how many device traces the file holds (0 for a bare segment list)
+    # Said to the user once when this load took a slower way than it should (memtui/open.py).
+    load_notice: str | None = None
 
     # -- the recording ----------------------------------------------------------------------
     @property

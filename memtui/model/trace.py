@@ -25,9 +25,22 @@ from memtui.model.strings import StringTable, text_of
 
 NO_VALUE = -1
 
+# Every key of a trace entry the model reads, and the column of TraceColumns it fills: the one
+# list the other readers are checked against (the compiled scanner's key table in
+# src/memtui_native/tables.c, the fast path's columns in memtui/load/fast, the columns memtui/open.py
+# leaves to the streaming decoder; tests/unit/test_entry_fields.py). A key torch adds that is not
+# here is kept by nobody; one here that the scanner does not read sends a file to the slower decoder.
+ENTRY_FIELDS: dict[str, str] = {
+    "action": "action", "addr": "addr", "size": "size", "stream": "stream", "time_us": "time_us",
+    "compile_context": "ctx", "user_metadata": "meta", "frames": "stack", "cpp_frames": "stack",
+    "device_free": "device_free", "forward_frames": "fwd", "pool_id": "pool",
+}
+
+# The keys every entry torch writes has: one C-level pass takes them all.
+_MAIN_KEYS = ("action", "addr", "size", "stream", "time_us", "compile_context", "user_metadata")
+_MAIN_FIELDS = itemgetter(*_MAIN_KEYS)
 # (entry key, default, column name, wide): the integer columns, in the order their
 # warnings are reported.
-_MAIN_FIELDS = itemgetter("action", "addr", "size", "stream", "time_us", "compile_context", "user_metadata")
 _INT_FIELDS = (
     ("addr", 0, "addr", True),
     ("size", 0, "size", False),

@@ -127,6 +127,8 @@ class MainScreen(Screen):
         self._apply_view(self.current_view)
         self.event_log.focus()
         self.status.say("? help · / search · o next OOM · Tab next pane")
+        if self.snapshot.load_notice:
+            self.status.say(self.snapshot.load_notice, warning=True)
 
     def on_resize(self) -> None:
         self._fit_height()
