@@ -13,6 +13,7 @@ buffer does.
 from __future__ import annotations
 
 import collections
+import itertools
 import math
 import threading
 from dataclasses import dataclass, field
@@ -69,7 +70,7 @@ class LiveState:
     traces: list = field(default_factory=list)  # one list of entries per device
     annotations: list = field(default_factory=list)
     allocator_settings: dict = field(default_factory=dict)
-    steps: list = field(default_factory=list)  # (step number, time)
+    steps: collections.deque = field(default_factory=lambda: collections.deque(maxlen=10_000))  # (n, time)
     ooms: list = field(default_factory=list)  # the oom messages, as received
     missed: int = 0  # updates dropped because this watcher fell behind
     gaps: int = 0  # times the job's ring buffer wrapped past what we had read
@@ -175,17 +176,17 @@ class LiveState:
         with self.lock:
             return self.samples[-1] if self.samples else None
 
-    def curve(self, device: int, since: float | None = None) -> list[tuple[float, int, int]]:
-        """(time, allocated, reserved) at each tick for ``device``."""
+    def curve(self, device: int, last: int | None = None) -> list[tuple[float, int, int]]:
+        """(time, allocated, reserved) at each tick for ``device``, oldest first; only the
+        ``last`` ticks when given (a view redrawn ten times a second needs no more than it shows)."""
         with self.lock:
+            samples = self.samples if last is None else itertools.islice(reversed(self.samples), last)
             out = []
-            for s in self.samples:
-                if since is not None and s.t < since:
-                    continue
+            for s in samples:
                 for d in s.devices:
                     if d.device == device:
                         out.append((s.t, d.allocated, d.reserved))
-            return out
+            return out if last is None else out[::-1]
 
     def events(self) -> int:
         with self.lock:

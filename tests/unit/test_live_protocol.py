@@ -91,6 +91,8 @@ def test_state_applies_a_state_then_deltas_and_keeps_within_its_bound():
                                                             "limit": 100, "unknown_field": 1}]})
     assert state.latest().devices[0].headroom == 90
     assert state.curve(0) == [(3.0, 10, 20)]
+    state.apply({"kind": p.COUNTERS, "t": 4.0, "devices": [{"device": 0, "allocated": 11, "reserved": 20}]})
+    assert state.curve(0, last=1) == [(4.0, 11, 20)] and len(state.curve(0, last=5)) == 2
     state.apply({"kind": p.MISSED, "dropped": 4})
     state.apply({"kind": p.MISSED, "dropped": 2})
     assert state.missed == 6

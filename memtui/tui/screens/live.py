@@ -127,14 +127,13 @@ class LiveScreen(Screen):
             return
         state = client.state
         with state.lock:
-            hello_devices = state.hello.get("devices") or [0]
-            curve = state.curve(self._device(), since=None)
+            # Two ticks a braille column: the plot never shows more than twice its width.
+            curve = state.curve(self._device(), last=2 * max(self.query_one(CounterPlot).size.width, 1) + 2)
             steps = [t for _, t in state.steps]
             ooms = [float(o.get("t", 0.0)) for o in state.ooms]
             latest = state.latest()
             version = state.version
         limit = next((d.limit for d in (latest.devices if latest else []) if d.device == self._device()), None)
-        del hello_devices
         self.query_one(CounterPlot).show(curve, steps, ooms, limit)
         if version != self._built_version and not self._building and state.has_state:
             self._building = True

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 from memtui.live.replay_source import serve_replay
-from tests.conftest import ROOT, SAMPLES
+from tests.conftest import SAMPLES
 from tests.system.web.test_serve_browser import CHROMIUM, CHROMIUM_FLAGS, TerminalText, start_serve
 
 
@@ -35,12 +32,13 @@ def test_each_session_runs_memtui_watch_and_writes_only_where_allowed():
         "-m memtui watch 1234:1 --out /srv/x")
 
 
-def test_without_a_live_job_it_says_so_in_one_line(live_dir):
+def test_without_a_live_job_it_says_so_in_one_line(live_dir, capsys):
     pytest.importorskip("textual_serve")
-    done = subprocess.run([sys.executable, "-m", "memtui", "serve", "--watch", "--port", "1"], capture_output=True,
-                          text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
-    assert done.returncode == 2
-    assert done.stderr.startswith("memtui: no live job is running") and done.stderr.count("\n") == 1
+    from memtui.cli import main
+
+    assert main(["serve", "--watch", "--port", "1"]) == 2  # refused before it listens
+    err = capsys.readouterr().err
+    assert err.startswith("memtui: no live job is running") and err.count("\n") == 1
 
 
 # About 30 s (Chromium and a served session of its own).
