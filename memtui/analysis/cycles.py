@@ -186,7 +186,8 @@ def find_cycles(snapshot: Snapshot, dev: DeviceModel, depth: int = 1) -> CycleRe
         report.ooms_while_accumulating = _ooms_while_waiting(dev, spans, life_site, cycle_groups)
     peak = int(curve.max()) if len(curve) else 0
     frees = int(np.count_nonzero(np.isin(trace.action, (act.FREE_COMPLETED, act.FREE))))
-    _decide(report, found, cycle_groups, _oom_piles(dev, spans, life_site, sites, found), peak, frees)
+    scattered = _scattered_frees(snapshot, seen, n)
+    _decide(report, found, cycle_groups, _oom_piles(dev, spans, life_site, sites, found), peak, frees, scattered)
     return report
 
 
@@ -216,8 +217,47 @@ def _unique(items) -> list:
     return out
 
 
+def _scattered_frees(snapshot: Snapshot, seen, n: int) -> dict:
+    """Frees outside any burst that speak of the collector: with C++ frames, those whose
+    stack shows it (it frees a small cycle's two or three tensors too, never a burst);
+    with Python frames only, those of lives made in an earlier iteration and freed at
+    another line of the function that made them or in unrelated code: a small cycle
+    collected, or a del or container trimmed there, which Python stacks cannot tell apart."""
+    spans = seen.spans
+    n_lives = len(seen.freed_by)
+    start, stop = spans.start[:n_lives], spans.stop[:n_lives]
+    lives = np.flatnonzero((start >= 0) & (stop < n) & (seen.freed_by < 0))
+    out = {"collector_bytes": 0, "collector_event": -1, "late_bytes": 0, "late_event": -1}
+    if not len(lives):
+        return out
+    free_sid = snapshot.devices[seen.device].trace.stack[stop[lives]].astype(np.int64)
+    size = spans.size[lives].astype(np.int64)
+    if seen.stacks == "all":
+        by_collector = seen.releases.of_stacks(free_sid) == ev.RELEASES.index(ev.COLLECTOR)
+        if by_collector.any():
+            out["collector_bytes"] = int(size[by_collector].sum())
+            out["collector_event"] = int(stop[lives[by_collector]].min())
+        return out
+    rounds = seen.rounds
+    later = rounds[np.minimum(stop[lives], n - 1)] > rounds[start[lives]]
+    pairs = np.unique(np.stack([free_sid, spans.stack[lives].astype(np.int64)]), axis=1)
+    suspect = set()
+    for f_sid, a_sid in pairs.T.tolist():
+        relation, _ = ev.python_relation(ev.python_frames(snapshot.stacks, f_sid),
+                                         ev.python_frames(snapshot.stacks, a_sid))
+        if relation in (ev.SAME_FUNCTION, ev.ELSEWHERE):
+            suspect.add((f_sid, a_sid))
+    if not suspect:
+        return out
+    mine = later & np.array([(int(f), int(a)) in suspect for f, a in zip(free_sid, spans.stack[lives])], bool)
+    if mine.any():
+        out["late_bytes"] = int(size[mine].sum())
+        out["late_event"] = int(stop[lives[mine]].min())
+    return out
+
+
 def _decide(report: CycleReport, found: list[bu.FreeBurst], cycle_groups: list, piles: list[dict],
-            peak: int, frees: int) -> None:
+            peak: int, frees: int, scattered: dict) -> None:
     """The verdict, its confidence, the evidence and the alternatives weighed."""
     e, alt = report.evidence, report.alternatives
     by_cause: dict[str, list[bu.SiteGroup]] = {}
@@ -245,6 +285,13 @@ def _decide(report: CycleReport, found: list[bu.FreeBurst], cycle_groups: list, 
                     "why": "rejected: the collector's frames are on the frees' stacks" if report.confidence == "high"
                     else "not excluded: Python stacks cannot show the collector, and a container cleared on a"
                          " schedule frees the same way (record with stacks='all' to be sure)"})
+    elif scattered["collector_bytes"]:
+        report.verdict, report.confidence = CYCLES, "high"
+        e.append(ev.Evidence(f"{format_bytes(scattered['collector_bytes'])} was freed outside any burst by frees"
+                             " whose C++ stacks show the cycle collector: small cycles, collected a few tensors"
+                             " at a time", CYCLES, scattered["collector_event"]))
+        alt.append({"verdict": "reference counting (a list, dict or scope dropping them)",
+                    "why": "rejected: the collector's frames are on those frees' stacks"})
     else:
         unexplained = [p for p in piles if p["freed_by"] in ("never", bu.UNKNOWN)]
         if unexplained:
@@ -272,6 +319,12 @@ def _decide(report: CycleReport, found: list[bu.FreeBurst], cycle_groups: list, 
             if unknown:
                 e.append(ev.Evidence(f"{format_bytes(unknown_bytes)} more in small groups nothing recorded explains",
                                      CANNOT_TELL, int(found[0].index)))
+        elif scattered["late_bytes"] >= UNEXPLAINED_SHARE * max(peak, 1):
+            report.verdict, report.confidence = CANNOT_TELL, "low"
+            e.append(ev.Evidence(f"{format_bytes(scattered['late_bytes'])} made in earlier iterations was freed later,"
+                                 " a few at a time, at lines where its scope did not end: the collector freeing small"
+                                 " cycles, or a del or a container trimmed there; Python stacks cannot tell which"
+                                 " (record with stacks='all')", CANNOT_TELL, scattered["late_event"]))
         elif found:
             report.verdict, report.confidence = NO_CYCLES, "medium"
             e.append(ev.Evidence(f"{plural(len(found), 'burst')} of frees, none freeing {MIN_SITE_LIVES} or more"

@@ -63,6 +63,7 @@ COMMON_DEVICE_TOTALS_GIB = (7.79, 10.75, 11.75, 14.75, 15.77, 22.06, 23.69, 31.7
                             79.11, 79.15, 93.09, 94.5, 139.8, 178.35, 191.98)
 
 VERDICTS = ("fragmentation", "capacity", "process_cap", "external")
+CANNOT_TELL = "cannot tell"
 EXPANDABLE_PAGE = 2 * 1024 * 1024  # expandable segments map physical memory in pages of this size (large pool)
 GROWTH = 2  # a request this many times its stack's median earlier request grew (a growing batch)
 WORTH_COUNTING = 0.1  # free memory below this share of the request is not worth a line of evidence
@@ -282,10 +283,14 @@ def _verdict(d: OomDiagnosis, headroom: int) -> None:
                              " process, NCCL, cuBLAS workspaces or a large CUDA context; without it the request"
                              " would have fit", "external", d.index))
     elif d.process_limit and holes:
-        d.verdict, d.confidence = "fragmentation", "medium"
+        # Whether the holes packed together would have served it depends on the cap, which
+        # the snapshot does not record: what it would still need lies within the cap's range.
+        d.verdict, d.confidence = CANNOT_TELL, "low"
         e.append(ev.Evidence(f"most of the request sits free in holes ({f(usable)} in the pool, the largest"
-                             f" {f(largest)}): packed together it would need only {f(r - usable)} more under the"
-                             f" cap, which left at least {f(d.headroom_at_least)}", "fragmentation", d.index))
+                             f" {f(largest)}): packed together it would need {f(r - usable)} more under the cap,"
+                             f" which left between {f(d.headroom_at_least)} and {f(d.headroom_below)}: the cap's"
+                             " size, not recorded, decides between fragmentation and capacity", CANNOT_TELL,
+                             d.index))
     elif d.process_limit and (history.get("growing") or not history.get("count")):
         d.verdict, d.confidence = "process_cap", "medium"
         e.append(ev.Evidence(
@@ -354,6 +359,9 @@ def _alternatives(d: OomDiagnosis, headroom: int, external: bool, holes: bool) -
         alt.append({"verdict": "fragmentation", "why": f"rejected: free memory in the pool ({f(d.usable_free)}) and"
                     f" what could still be had ({f(headroom)}) do not cover {f(r)}" if not holes else
                     "not excluded: holes hold much of the request; the cap's exact size decides"})
+    if v == CANNOT_TELL:
+        alt.append({"verdict": "capacity", "why": "not excluded: if the cap left less than the holes lack, the memory"
+                    " itself was short"})
     if v != "external":
         alt.append({"verdict": "external", "why": "rejected: the device had room; a cap refused it" if d.process_limit
                     else "rejected: memory outside this allocator does not explain the shortfall"

@@ -14,11 +14,13 @@ call, an optimizer, autograd): the line of the script that called into torch. Th
 statement that the program returns to most often marks one point per iteration, just
 before it starts again, when the previous iteration's temporaries are gone. A line that
 repeats only inside one call (a model's layers inside one forward, an optimizer's loop
-over its parameters) never returns at that level, so it marks nothing. A loop of the
-user's own statements only (no torch frame: ``keep.append(torch.randn(...))``) is its
-own loop level: each execution of its most repeated stack is an iteration. With neither,
-the trace is cut into equal time windows (or equal event windows when it has no times),
-and a window is not an iteration.
+over its parameters, a list comprehension) never returns at that level, so it marks
+nothing. A loop whose body is one statement (``loss = model(x).mean()``) never leaves it
+either: there, each execution of its most repeated stack of the user's own frames is a
+point, if other allocations come among its executions (a list comprehension's, or a
+loop's that only appends one tensor, come back to back: one statement repeated). Without
+either, the trace is cut into equal time windows (or equal event windows when it has no
+times), and a window is not an iteration.
 
 A point is an event index: "the state after this event".
 """
@@ -109,8 +111,7 @@ def iteration_marks(snapshot: Snapshot, dev: DeviceModel) -> tuple[str, str, np.
 
 
 def _loop_points(snapshot: Snapshot, dev: DeviceModel) -> tuple[str, np.ndarray] | None:
-    """The start of every return to the loop-level statement returned to most often
-    (module docstring), else every execution of the user's own repeated statement."""
+    """The start of every return to the loop-level statement returned to most often (module docstring)."""
     trace = dev.trace
     allocs = np.flatnonzero((trace.action == act.ALLOC) & (trace.stack >= 0))
     if len(allocs) < MIN_ANNOTATED_STEPS:
@@ -130,24 +131,35 @@ def _loop_points(snapshot: Snapshot, dev: DeviceModel) -> tuple[str, np.ndarray]
             at = starts[change[run_keys == values[best]]]
             text = snapshot.stacks.frames.label_text(statement_frame[int(values[best])])
             return text, np.maximum(at - 1, 0).astype(np.int64)
-    # A loop of the user's own statements: every execution of its most repeated stack.
-    own = plain[stack_of_alloc]
-    if not own.any():
+    return _one_statement_loop(snapshot, dev, allocs[plain[stack_of_alloc]])
+
+
+def _one_statement_loop(snapshot: Snapshot, dev: DeviceModel, own: np.ndarray) -> tuple[str, np.ndarray] | None:
+    """A loop whose body is one statement of the user's own code (``loss = model(x).mean()``
+    on one line): its most repeated stack of the user's frames only, each execution one
+    point, when other allocations come among its executions. Executions back to back with
+    no other allocation among them (a list comprehension, or a loop that only appends one
+    tensor) are one statement repeated, not iterations told apart."""
+    if not len(own):
         return None
-    mine = allocs[own]
-    ids, first, counts = np.unique(trace.stack[mine], return_index=True, return_counts=True)
+    trace = dev.trace
+    ids, first, counts = np.unique(trace.stack[own], return_index=True, return_counts=True)
     best = int(np.lexsort((first, -counts))[0])
     if counts[best] < MIN_ANNOTATED_STEPS:
         return None
-    at = mine[trace.stack[mine] == ids[best]]
+    at = own[trace.stack[own] == ids[best]]
+    # Executions back to back, no other allocation among them: one statement repeated.
+    others = np.cumsum((trace.action == act.ALLOC) & (trace.stack != ids[best]))
+    if others[at[-1]] == others[at[0]]:
+        return None
     return snapshot.stacks.top_frame_text(int(ids[best])), np.maximum(at - 1, 0).astype(np.int64)
 
 
 def _loop_statements(snapshot: Snapshot, stacks: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """Per stack: an id of its loop-level statement (the user's frames from the outermost
     in, up to where torch's code begins; -1 for a stack with no Python frame), and whether
-    the stack is the user's own code only (no torch frame at all); and per statement id,
-    its innermost frame (the line that called into torch)."""
+    the stack is the user's own code only; and per statement id, its innermost frame (the
+    line that called into torch)."""
     frames = snapshot.stacks.frames
     ids: dict[tuple, int] = {}
     keys = np.full(len(stacks), -1, np.int64)

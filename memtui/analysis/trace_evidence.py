@@ -47,6 +47,7 @@ class TraceEvidence:
     releases: ev.FreeStacks
     bursts: list[bu.FreeBurst]
     freed_by: np.ndarray  # per traced life: index into CAUSES of the burst group that freed it, -1 none
+    rounds: np.ndarray  # per event: the iteration (step) an allocation made there belongs to
 
     @property
     def no_trace_reason(self) -> str | None:
@@ -71,15 +72,15 @@ def trace_evidence(snapshot: Snapshot, dev: DeviceModel, depth: int = 1) -> Trac
     releases = ev.FreeStacks(snapshot.stacks)
     traced = has_trace(dev)
     found: list[bu.FreeBurst] = []
+    rounds_of = rounds(len(trace), steps or _iterations(snapshot, dev)) if traced else np.zeros(len(trace), np.int64)
     if traced and n_lives:
-        rounds_of = rounds(len(trace), steps or _iterations(snapshot, dev))
         found = bu.find_bursts(snapshot, dev, spans, life_site, rounds_of, releases, steps is not None)
     freed_by = np.full(n_lives, -1, np.int64)
     for b in found:
         for g in b.groups:
             freed_by[g.lives] = CAUSES.index(g.cause)
     return TraceEvidence(dev.device, traced, stacks_recorded(dev, releases), steps, spans, life_site, sites,
-                         releases, found, freed_by)
+                         releases, found, freed_by, rounds_of)
 
 
 def has_trace(dev: DeviceModel) -> bool:

@@ -89,6 +89,10 @@ def explain(d: OomDiagnosis) -> list[str]:
     elif d.verdict == "external":
         out.append("Free the device of the other user (another process, NCCL buffers, cuBLAS workspaces), or give"
                    " the real total with --device-memory if the estimate is wrong.")
+    elif d.verdict == "cannot tell":
+        out.append("Packing the holes (expandable_segments:True, or freeing the long-lived blocks that split the"
+                   " segments) helps only if the cap leaves the rest; raising the cap or reducing what is live helps"
+                   " either way.")
     elif d.verdict == "process_cap":
         out.append("Raise the cap (torch.cuda.set_per_process_memory_fraction) or bound the growing work (the"
                    " batch); see the call sites below for what the step holds.")

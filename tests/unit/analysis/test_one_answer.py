@@ -21,14 +21,17 @@ from memtui.analysis.leaks import find_leaks
 from memtui.analysis.live import allocated_curve
 from memtui.analysis.oom import diagnose_ooms
 from memtui.analysis.trace_evidence import trace_evidence
-from tests.conftest import sample_files, scenario_files, shared_files
+from tests.conftest import heldout_files, sample_files, scenario_files, shared_files, whatif_files
 from tests.fixtures.opened import cached
 
 
 def every_file() -> list:
     # big_trace is left to the timing and invariant tests: a million events, 4 s to open.
-    files = scenario_files() + sample_files() + [p for p in shared_files() if "big_trace" not in p.name]
-    return [pytest.param(p, id=f"{p.parent.name}/{p.name}") for p in files]
+    files = scenario_files() + sample_files() + heldout_files()
+    files += [p for p in shared_files() if "big_trace" not in p.name]
+    # The what-if recordings are long OOM traces (several seconds each): a slow case.
+    return [pytest.param(p, id=f"{p.parent.name}/{p.name}") for p in files] + [
+        pytest.param(p, id=f"{p.parent.name}/{p.name}", marks=pytest.mark.slow) for p in whatif_files()]
 
 
 @functools.cache
