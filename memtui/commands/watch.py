@@ -15,11 +15,12 @@ NAME = "watch"
 HELP = ("Watch a running job's CUDA memory live: the timeline, the segment map, the event log's tail and "
         "the top call sites as they change; freeze a snapshot without stopping the job. Jobs serve themselves "
         "with 'memtui run --live', memtui.record.live() or MEMTUI_LIVE=1. TARGET: a pid, PID:RANK, a job id, "
-        "a socket path or a word of the command line (default: the newest job, all its ranks).")
+        "a socket path or a word of the command line (default: every live job: one opens at once, with all its "
+        "ranks; several are listed to pick from).")
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("target", nargs="?", help="which job (default: the newest; several jobs: a list to pick from)")
+    parser.add_argument("target", nargs="?", help="which job (default: the only one, or a list to pick from)")
     parser.add_argument("--list", action="store_true", help="list the live jobs and exit")
     parser.add_argument("--status", action="store_true", help="print each job's memory now and exit")
     parser.add_argument("--json", action="store_true", help="with --list or --status: JSON")
