@@ -51,14 +51,35 @@ _HOST = hashlib.sha1(socket.gethostname().encode(errors="replace")).hexdigest()[
 _TEMP_NAME = re.compile(r"^\..*\.memtui-(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-[a-z0-9_]+\.partial$")
 
 
+# The temporary files this process is writing now, so that a forced exit (os._exit after
+# a signal the main thread could not act on in time) can remove them first.
+_being_written: set[str] = set()
+
+
 def make_temp_file(path: str | os.PathLike) -> tuple[int, str]:
     """An open descriptor and the name of a new temporary file next to ``path``, after
-    removing the ones killed memtui processes left in that folder."""
+    removing the ones killed memtui processes left in that folder. The caller renames or
+    removes it, then calls :func:`temp_file_done`."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     remove_orphaned_temp_files(directory)
     prefix = f".{os.path.basename(path)}.memtui-{_HOST}-{os.getpid()}-"
-    return tempfile.mkstemp(prefix=prefix, suffix=".partial", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".partial", dir=directory)
+    _being_written.add(tmp)
+    return fd, tmp
+
+
+def temp_file_done(tmp: str) -> None:
+    """``tmp`` (from :func:`make_temp_file`) was renamed into place or removed."""
+    _being_written.discard(tmp)
+
+
+def remove_temp_files_being_written() -> None:
+    """Remove every temporary file this process is still writing: it is about to end
+    without the writers' own clean-up (os._exit). Safe from any thread, never raises."""
+    for tmp in list(_being_written):
+        remove_quietly(tmp)
+        _being_written.discard(tmp)
 
 
 def remove_orphaned_temp_files(directory: str | os.PathLike) -> list[str]:
@@ -159,6 +180,8 @@ def atomic_write(path: str | os.PathLike, force: bool = False) -> Iterator[Binar
         if isinstance(exc, OSError):
             raise WriteError(f"{path}: write failed ({exc.strerror or exc})") from None
         raise
+    finally:
+        temp_file_done(tmp)
     _fsync_directory(directory)
 
 

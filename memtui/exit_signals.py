@@ -61,6 +61,9 @@ class ExitSignals:
             self._first_at = time.monotonic()
             raise Interrupted(signum)
         if time.monotonic() - self._first_at > STUCK_AFTER_S:
+            from memtui.atomic import remove_temp_files_being_written  # here: the handlers go in before slow imports
+
+            remove_temp_files_being_written()
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
 

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from memtui.atomic import make_temp_file
+from memtui.atomic import make_temp_file, temp_file_done
 from memtui.load.safe_pickle import RestrictedUnpickler
 from memtui.load.source import NotRegularFile, open_regular_file
 
@@ -91,6 +91,8 @@ def write_cache_file(path: str, arrays: dict[str, np.ndarray], meta: dict,
         except OSError:
             pass
         raise
+    finally:
+        temp_file_done(tmp)
 
 
 def read_cache_file(path: str) -> tuple[dict[str, np.ndarray], dict]:

@@ -20,6 +20,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
+from memtui.atomic import remove_temp_files_being_written
 from memtui.cache import ModelCache
 from memtui.export.place import ANYWHERE, ExportPlace
 from memtui.tui.key_order import OrderedKeys
@@ -151,6 +152,7 @@ def run_explorer(app: ExplorerApp, cache_root: str | None = None,
             before_hard_exit()
         if app.model_cache is not None:
             app.model_cache.abandon()  # a write that began as the load ended leaves no temporary file
+        remove_temp_files_being_written()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

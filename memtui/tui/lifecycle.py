@@ -28,6 +28,7 @@ from contextlib import contextmanager
 
 from textual.app import App
 
+from memtui.atomic import remove_temp_files_being_written
 from memtui.crash import report_crash
 
 try:
@@ -195,6 +196,7 @@ class _ExitWatchdog(threading.Thread):
             if select.select([self._read], [], [], left)[0] and os.read(self._read, 1) == b"d":
                 return  # disarmed: the app has exited within the grace period
         self._terminal.restore()
+        remove_temp_files_being_written()  # a cache or export still being written leaves nothing behind
         os._exit(self._code)
 
 

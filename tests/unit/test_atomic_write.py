@@ -94,3 +94,28 @@ def test_cli_force(tmp_path, capsys):
     assert converted.read_bytes() == b"keep me too"
     assert main(["convert", str(target), "-o", str(converted), "--force"]) == 0
     assert pickle.loads(converted.read_bytes())["device_traces"]
+
+
+def test_a_forced_exit_removes_the_temporary_files_being_written(tmp_path):
+    # The explorer's watchdog ends a process whose main thread could not act on a signal in
+    # time with os._exit; the cache writer's file must not outlive it.
+    from memtui import atomic
+
+    fd, tmp = atomic.make_temp_file(tmp_path / "model.mtc")
+    os.write(fd, b"half")
+    os.close(fd)
+    assert os.path.exists(tmp)
+    atomic.remove_temp_files_being_written()
+    assert not os.path.exists(tmp)
+
+
+def test_finished_writes_are_forgotten(tmp_path):
+    from memtui import atomic
+
+    before = set(atomic._being_written)
+    atomic.write_bytes_atomic(tmp_path / "a", b"whole")
+    with pytest.raises(RuntimeError), atomic.atomic_write(tmp_path / "b") as fh:
+        fh.write(b"half")
+        raise RuntimeError("stopped")
+    assert atomic._being_written == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a"]
