@@ -240,16 +240,18 @@ def _scattered_frees(snapshot: Snapshot, seen, n: int) -> dict:
         return out
     rounds = seen.rounds
     later = rounds[np.minimum(stop[lives], n - 1)] > rounds[start[lives]]
-    pairs = np.unique(np.stack([free_sid, spans.stack[lives].astype(np.int64)]), axis=1)
-    suspect = set()
-    for f_sid, a_sid in pairs.T.tolist():
-        relation, _ = ev.python_relation(ev.python_frames(snapshot.stacks, f_sid),
-                                         ev.python_frames(snapshot.stacks, a_sid))
-        if relation in (ev.SAME_FUNCTION, ev.ELSEWHERE):
-            suspect.add((f_sid, a_sid))
-    if not suspect:
+    lives, free_sid, size = lives[later], free_sid[later], size[later]
+    if not len(lives):
         return out
-    mine = later & np.array([(int(f), int(a)) in suspect for f, a in zip(free_sid, spans.stack[lives])], bool)
+    # One relation per distinct (free stack, alloc stack) pair, not per life.
+    alloc_sid = spans.stack[lives].astype(np.int64)
+    width = len(snapshot.stacks) + 1
+    pair = (free_sid + 1) * width + (alloc_sid + 1)
+    keys, inverse = np.unique(pair, return_inverse=True)
+    suspect = np.array([ev.python_relation(ev.python_frames(snapshot.stacks, int(k // width) - 1),
+                                           ev.python_frames(snapshot.stacks, int(k % width) - 1))[0]
+                        in (ev.SAME_FUNCTION, ev.ELSEWHERE) for k in keys], bool)
+    mine = suspect[inverse]
     if mine.any():
         out["late_bytes"] = int(size[mine].sum())
         out["late_event"] = int(stop[lives[mine]].min())
