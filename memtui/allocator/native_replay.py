@@ -41,7 +41,7 @@ def replay_native(requests, settings: AllocatorSettings, *, limit, per_process, 
     slots = np.asarray(requests.slot, np.int64)
     max_slot = int(slots.max(initial=0))
     for seg in requests.initial:
-        for _, _, slot in seg.blocks:
+        for _, _, slot, _ in seg.blocks:
             max_slot = max(max_slot, slot)
     params = np.array(
         [min(settings.max_split_size, INT64_MAX), settings.max_non_split_rounding_size,
@@ -54,8 +54,8 @@ def replay_native(requests, settings: AllocatorSettings, *, limit, per_process, 
     initial: list[int] = []
     for seg in requests.initial:
         initial += [seg.addr, seg.size, seg.stream, seg.pool, int(seg.small), int(seg.expandable), len(seg.blocks)]
-        for addr, size, slot in seg.blocks:
-            initial += [addr, size, slot]
+        for addr, size, slot, pending in seg.blocks:
+            initial += [addr, size, slot, int(pending)]
     freeable: list[int] = []
     for row, pools in requests.freeable.items():
         freeable += [row, len(pools), *pools]

@@ -33,7 +33,9 @@ class InitialSegment:
     pool: int  # index into Requests.pools, -1 for the default pool
     small: bool
     expandable: bool
-    blocks: list[tuple[int, int, int]]  # (address, size, slot) of the live blocks, by address
+    # (address, size, slot, pending) of the live blocks, by address; pending: freed with uses on
+    # other streams not yet complete (its free_completed is in the trace)
+    blocks: list[tuple[int, int, int, bool]]
 
 
 @dataclass
@@ -242,11 +244,14 @@ def _initial_state(sim: Simulator, requests: Requests, pools: list, slots: dict[
             segment.mapped.update(range(seg.size // page))
         chain: list[Block] = []
         cursor = seg.addr
-        for addr, size, slot in seg.blocks:
+        for addr, size, slot, pending in seg.blocks:
             if addr > cursor:
                 chain.append(Block(cursor, addr - cursor, seg.stream, pool, segment))
             block = Block(addr, size, seg.stream, pool, segment)
-            block.allocated = True
+            block.allocated = not pending
+            block.pending = pending
+            if pending:
+                sim.pending[id(block)] = block
             block.slot = slot
             slots[slot] = block
             chain.append(block)
@@ -263,10 +268,10 @@ def _initial_state(sim: Simulator, requests: Requests, pools: list, slots: dict[
         for block in chain:
             if not block.mapped:
                 pool.insert_unmapped(block)
-            elif not block.allocated:
+            elif not block.allocated and not block.pending:
                 pool.insert(block)
             else:
-                sim.allocated += block.size
+                sim.allocated += block.size if block.allocated else 0
                 sim.active += block.size
         sim.reserved += seg.size
         sim.addresses.add_live(seg.addr, segment.size if segment is not None else seg.size)

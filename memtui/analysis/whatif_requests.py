@@ -59,7 +59,10 @@ def build_requests(dev: DeviceModel) -> Requests:
     kind[req] = np.where((end == req) | (end == req + 1), FREE, FREE_PENDING)
     done = np.flatnonzero((action == act.FREE_COMPLETED) & (event_life >= 0))
     asked = lives.request[event_life[done]].astype(np.int64)
-    kind[done[asked != done - 1]] = COMPLETE
+    kind[done[(asked != NONE) & (asked != done - 1)]] = COMPLETE
+    # A completion whose request came before the trace began: the replayed state at the first
+    # event holds that block as allocated, and it returns to the cache here.
+    kind[done[asked == NONE]] = FREE
 
     pools, pool = _pools(dev, action)
     reserved_after, initial = _recorded_reserved(dev, action, size, pools)
@@ -132,7 +135,8 @@ def _initial_segments(dev: DeviceModel, pools: list[tuple]) -> list[InitialSegme
                 continue
             life = int(state.blk_life[b])
             slot = life if life != NONE else -2 - b  # a block no event frees stays allocated
-            blocks.append((int(state.blk_addr[b]), int(state.blk_size[b]), slot))
+            blocks.append((int(state.blk_addr[b]), int(state.blk_size[b]), slot,
+                           int(state.blk_state[b]) == PENDING_FREE))
         pool = pools.index(pool_id) if pool_id in pools else -1
         out.append(InitialSegment(addr, seg_size, int(state.seg_stream[s]), pool, small,
                                   bool(state.seg_expandable[s]), blocks))

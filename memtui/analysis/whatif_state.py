@@ -46,7 +46,7 @@ class SimulatedRun:
         reserved[has] = out.series_reserved[last[has]]
         start = sum(s.size for s in self.requests.initial)
         reserved[~has] = start
-        allocated[~has] = sum(size for s in self.requests.initial for _, size, _ in s.blocks)
+        allocated[~has] = sum(size for s in self.requests.initial for _, size, _, pending in s.blocks if not pending)
         return allocated, reserved
 
     def segment_events(self) -> np.ndarray:

@@ -717,12 +717,13 @@ static PyObject *native_allocator_replay(PyObject *self, PyObject *args)
     if (!s.pools || !slots || (series && (!ser_r || !ser_a))) { s.failed = 1; goto done; }
     for (int64_t k = 0; k <= max_slot; k++) slots[k] = -1;
 
-    /* the state at the first event: addr, size, stream, pool, small, expandable, nblocks, blocks... */
+    /* the state at the first event: addr, size, stream, pool, small, expandable, nblocks, then
+     * (addr, size, slot, pending) per block */
     for (Py_ssize_t at = 0; at < n_ini;) {
         int64_t saddr = INI[at], ssize = INI[at + 1], sstream = INI[at + 2], spool = INI[at + 3], small = INI[at + 4];
         int64_t expand = INI[at + 5], nblk = INI[at + 6];
         const int64_t *blks = INI + at + 7;
-        at += 7 + 3 * nblk;
+        at += 7 + 4 * nblk;
         int32_t pool = (int32_t)(2 * (spool + 1) + (small ? 1 : 0));
         int64_t base = 0, page = 0, vsize = ssize;
         if (expand) {
@@ -735,10 +736,15 @@ static PyObject *native_allocator_replay(PyObject *self, PyObject *args)
         int64_t cursor = saddr;
         IVec chain = {0};
         for (int64_t k = 0; k < nblk; k++) {
-            int64_t baddr = blks[3 * k], bsize = blks[3 * k + 1], bslot = blks[3 * k + 2];
+            int64_t baddr = blks[4 * k], bsize = blks[4 * k + 1], bslot = blks[4 * k + 2], bpend = blks[4 * k + 3];
             if (baddr > cursor) ivec_push(&chain, new_block(&s, cursor, baddr - cursor, sstream, pool, base, page));
             int32_t x = new_block(&s, baddr, bsize, sstream, pool, base, page);
-            s.b[x].allocated = 1;
+            s.b[x].allocated = !bpend;
+            if (bpend) {
+                s.b[x].pending = 1;
+                s.b[x].pending_pos = (int32_t)s.pending.n;
+                if (ivec_push(&s.pending, x) < 0) s.failed = 1;
+            }
             s.b[x].slot = bslot;
             if (bslot >= 0 && bslot <= max_slot) slots[bslot] = x;
             ivec_push(&chain, x);
@@ -760,8 +766,8 @@ static PyObject *native_allocator_replay(PyObject *self, PyObject *args)
         for (Py_ssize_t k = 0; k < chain.n; k++) {
             int32_t x = chain.v[k];
             if (!s.b[x].mapped) unmapped_insert(&s, x);
-            else if (!s.b[x].allocated) pool_insert(&s, x);
-            else { s.allocated += s.b[x].size; s.active += s.b[x].size; }
+            else if (!s.b[x].allocated && !s.b[x].pending) pool_insert(&s, x);
+            else { if (s.b[x].allocated) s.allocated += s.b[x].size; s.active += s.b[x].size; }
         }
         free(chain.v);
         s.reserved += ssize;
