@@ -170,7 +170,9 @@ def serve_replay(path: str, rate: float = 1000.0, loop: bool = False, rank: int 
     info = JobInfo(pid=pid, socket=socket_path(folder, pid, rank), rank=rank,
                    devices=list(range(len(raw.get("device_traces") or []))), started=time.time(),
                    argv=[path], job=job or str(pid), host=os.uname().nodename)
-    return LiveServer(ReplayProbe(raw, rate, loop), info, interval=interval, trace_budget=trace_budget).start()
+    # A replay records no `snapshot` entries of its own, so its trace may be read at every tick.
+    return LiveServer(ReplayProbe(raw, rate, loop), info, interval=interval, trace_budget=trace_budget,
+                      min_trace_interval=0.0).start()
 
 
 def main(argv: list[str] | None = None) -> int:

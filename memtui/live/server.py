@@ -36,6 +36,9 @@ from memtui.live.runtime import JobInfo, remove_endpoint, write_descriptor
 DEFAULT_INTERVAL = 0.1  # 10 counter updates a second
 DEFAULT_TRACE_BUDGET = 0.005  # at most 0.5% of the wall time spent reading the trace
 DEFAULT_QUEUE_BYTES = 32 << 20
+# Each _snapshot() also records a `snapshot` entry in the job's own ring buffer; reading at
+# most twice a second keeps that to two entries a second, within the 0.5 s a view may lag.
+MIN_TRACE_INTERVAL = 0.5
 SEND_FLAGS = getattr(socket, "MSG_NOSIGNAL", 0)
 
 
@@ -86,12 +89,14 @@ class ServerStats:
 class LiveServer:
     def __init__(self, probe: Probe, info: JobInfo, *, interval: float = DEFAULT_INTERVAL,
                  trace_budget: float = DEFAULT_TRACE_BUDGET, queue_bytes: int = DEFAULT_QUEUE_BYTES,
+                 min_trace_interval: float = MIN_TRACE_INTERVAL,
                  on_error: Callable[[str], None] | None = None) -> None:
         self.probe = probe
         self.info = info
         self.interval = interval
         self.trace_budget = trace_budget
         self.queue_bytes = queue_bytes
+        self.min_trace_interval = max(interval, min_trace_interval)
         self.stats = ServerStats()
         self._on_error = on_error
         self._posted: collections.deque[dict] = collections.deque(maxlen=10_000)
@@ -320,7 +325,7 @@ class LiveServer:
         # following reads wait (on an H100 host it took seconds for 100,000 entries, which
         # would have held the next read back for many minutes).
         steady = max(cost - state_cost, 0.0)
-        self._next_trace = time.monotonic() + max(self.interval, steady / max(self.trace_budget, 1e-6))
+        self._next_trace = time.monotonic() + max(self.min_trace_interval, steady / max(self.trace_budget, 1e-6))
 
     def _send_posted(self) -> None:
         if not any(w.mode is not None for w in self._watchers.values()):

@@ -81,7 +81,8 @@ def run_script(opts: RunOptions) -> int:
     if opts.live:
         from memtui.record.serving import live
 
-        serving = live(max_entries=options.max_entries, stacks=options.stacks, context=options.context)
+        serving = live(max_entries=options.max_entries, stacks=options.stacks, context=options.context,
+                       argv=[opts.script, *opts.args])
         print(f"memtui: serving CUDA memory at {serving.path} (memtui watch attaches)", file=sys.stderr, flush=True)
 
     code, script_module = execute(opts.script, opts.args)

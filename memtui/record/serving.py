@@ -174,12 +174,15 @@ _current: LiveSession | None = None
 
 
 def live(*, max_entries: int = DEFAULT_MAX_ENTRIES, stacks: str = "python", context: str | None = "all",
-         interval: float = DEFAULT_INTERVAL, trace_budget: float | None = None) -> LiveSession:
+         interval: float = DEFAULT_INTERVAL, trace_budget: float | None = None,
+         argv: list[str] | None = None) -> LiveSession:
     """Serve this process's CUDA memory to ``memtui watch`` (recording history if nothing does yet).
 
     ``trace_budget`` is the share of the wall time the trace may cost (default 0.5%, or
-    ``MEMTUI_LIVE_BUDGET``). Returns the running :class:`LiveSession` (one per process: a second call returns the
-    first). Serving stops at exit, or with ``stop()``.
+    ``MEMTUI_LIVE_BUDGET``); ``argv`` is the command line watchers are shown (default:
+    ``sys.argv``; ``memtui run`` passes the script's, which it sets only when the script
+    starts). Returns the running :class:`LiveSession` (one per process: a second call returns
+    the first). Serving stops at exit, or with ``stop()``.
     """
     global _current
     if _current is not None:
@@ -191,7 +194,7 @@ def live(*, max_entries: int = DEFAULT_MAX_ENTRIES, stacks: str = "python", cont
     rank = launcher_rank()
     home = int(torch.cuda.current_device())
     info = JobInfo(pid=pid, socket=socket_path(runtime_dir(), pid, rank), rank=rank, world_size=_world_size(),
-                   devices=[home], started=time.time(), argv=list(sys.argv), job=job_id(),
+                   devices=[home], started=time.time(), argv=list(sys.argv if argv is None else argv), job=job_id(),
                    host=os.uname().nodename)
     budget = trace_budget if trace_budget is not None else trace_budget_from_env()
     probe = TorchProbe(torch, home)

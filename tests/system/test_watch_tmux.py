@@ -156,3 +156,56 @@ def test_closing_the_watchers_terminal_ends_it(live):
     view.close()  # the terminal goes away: SIGHUP
     assert gone(watching)
     assert len(list_jobs()) == 2  # the job is unharmed
+
+
+LOOP = """
+import time
+import torch
+import memtui.record
+while True:
+    torch.empty(1 << 20)
+    memtui.record.step()
+    time.sleep(0.05)
+"""
+
+
+# About 13 s on a shared 2-core machine; the job side is tested in tests/system/test_live_job.py and
+# the freeze in tests/tui/test_watch_app.py, so this whole-terminal run is a slow case.
+@pytest.mark.slow
+def test_a_job_run_with_live_is_watched_frozen_and_outlived(tmp_path, monkeypatch):
+    """The job side itself (memtui run --live, against the stand-in torch of the recording tests)."""
+    from test_live_job import COUNTERS
+    from test_record import FAKE_TORCH
+
+    package = tmp_path / "faketorch" / "torch"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(FAKE_TORCH + COUNTERS)
+    (tmp_path / "loop.py").write_text(LOOP)
+    folder = tempfile.mkdtemp(prefix="mtr", dir="/tmp")
+    monkeypatch.setenv("MEMTUI_RUNTIME_DIR", folder)
+    env = dict(os.environ, PYTHONPATH=f"{package.parent}{os.pathsep}{ROOT}", MEMTUI_RUNTIME_DIR=folder)
+    tag = f"{os.getpid()}-{time.monotonic_ns()}"
+    job = Session(f"memtui-runjob-{tag}", f"{sys.executable} -m memtui run --live --out {tmp_path} "
+                  f"{tmp_path / 'loop.py'}", env, 100, 20)
+    view = None
+    try:
+        job.wait_for("serving CUDA memory at")
+        view = Session(f"memtui-runwatch-{tag}", f"{sys.executable} -m memtui watch --out {tmp_path}", env)
+        view.wait_for(r"^ LIVE · loop\.py.* [1-9][\d,]* ev ")  # the script's name, not memtui's
+        view.keys("f")
+        view.wait_for(r"loop\.pid\d+\.frozen-\d+\.pickle")
+        assert any(".frozen-" in name for name in os.listdir(tmp_path))
+        view.keys("BSpace")
+        view.wait_for(r"^ LIVE")
+        running = job.program()
+        os.kill(running, signal.SIGKILL)
+        view.wait_for(r"ENDED \(the job went away\)")
+        watching = view.program()
+        view.keys("q")
+        view.wait_for("^EXIT=0")
+        assert gone(watching) and gone(running) and list_jobs() == []
+    finally:
+        for session in (job, view):
+            if session is not None:
+                session.close()
+        shutil.rmtree(folder, ignore_errors=True)
