@@ -1,6 +1,6 @@
 """What each ``memtui mcp`` tool answers by default on one snapshot: characters and seconds.
 
-    python benchmarks/mcp_answers.py SNAPSHOT [--other SNAPSHOT] [--rounds 2]
+    python benchmarks/mcp_answers.py SNAPSHOT [--other SNAPSHOT] [--rounds 2] [--only TOOL ...]
 
 Starts ``memtui mcp`` as a client would (the SDK's stdio client), calls every tool with
 only its required arguments (``allocation_stack`` gets the largest live block's
@@ -29,7 +29,7 @@ def answer_chars(result) -> int:
     return text + structured
 
 
-async def measure(snapshot: str, other: str, rounds: int) -> list[tuple[str, int, float, float, bool]]:
+async def measure(snapshot: str, other: str, rounds: int, only: list[str]) -> list[tuple[str, int, float, float, bool]]:
     import mcp
 
     folder = os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in (snapshot, other)])
@@ -46,6 +46,8 @@ async def measure(snapshot: str, other: str, rounds: int) -> list[tuple[str, int
         top = await session.call_tool("top_allocations", {"path": snapshot, "limit": 1})
         address_n = _first_address_n(top)
         for name, tool in sorted(tools.items()):
+            if only and name not in only:
+                continue
             required = set(tool.input_schema.get("required", []))
             args = {"path": snapshot} if "path" in required else {}
             if name == "allocation_stack":
@@ -80,9 +82,10 @@ def main() -> int:
     parser.add_argument("snapshot")
     parser.add_argument("--other", help="the second snapshot for the tools that compare two (default: the same)")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--only", nargs="+", default=[], metavar="TOOL", help="measure only these tools")
     args = parser.parse_args()
     rows = asyncio.run(measure(os.path.abspath(args.snapshot), os.path.abspath(args.other or args.snapshot),
-                               max(1, args.rounds)))
+                               max(1, args.rounds), args.only))
     print(f"{'tool':24} {'chars':>10} {'first s':>8} {'warm s':>8}")
     for name, chars, first, warm, error in rows:
         print(f"{name:24} {chars:>10,} {first:>8.2f} {warm:>8.2f}" + ("  (error)" if error else ""))
