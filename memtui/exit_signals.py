@@ -24,6 +24,32 @@ HANDLED = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP"
 STUCK_AFTER_S = 5.0
 
 
+# Between the interpreter's start and the handlers below, a signal would interrupt an
+# import with a traceback; the entry point holds it instead (hold_early_signals), and the
+# handlers raise it as soon as they are in place.
+_held: list[int] = []
+_originals: dict[int, object] = {}
+
+
+def _hold(signum: int, frame) -> None:
+    if not _held:
+        _held.append(signum)
+
+
+def hold_early_signals() -> None:
+    """Keep the first of the signals above for :class:`ExitSignals` to act on: called by
+    the entry point before anything is imported."""
+    for signum in HANDLED:
+        try:
+            previous = signal.getsignal(signum)
+            if previous is signal.SIG_IGN:
+                continue
+            _originals[signum] = previous
+            signal.signal(signum, _hold)
+        except (ValueError, OSError):
+            pass
+
+
 class ExitSignals:
     """While installed (a context manager), the signals above raise Interrupted once."""
 
@@ -38,9 +64,12 @@ class ExitSignals:
                 previous = signal.getsignal(signum)
                 if previous is signal.SIG_IGN:  # nohup, or a parent that wants it ignored: keep that
                     continue
-                self._previous[signum] = signal.signal(signum, self._on_signal)
+                signal.signal(signum, self._on_signal)
+                self._previous[signum] = _originals.get(signum, previous) if previous is _hold else previous
             except (ValueError, OSError):  # not the main thread: signals are someone else's business
                 pass
+        if _held:
+            self._on_signal(_held.pop(), None)
         return self
 
     def __exit__(self, *exc_info) -> None:
