@@ -32,6 +32,19 @@ from memtui.errors import SnapshotError
 from memtui.load.opcode_check import OpcodeCheck
 from memtui.units import format_bytes
 
+# The promise (docs/reliability.md): opening any file adds at most MEMORY_PER_BYTE times its
+# decompressed size plus MEMORY_BASE to the process's address space, whatever the bytes
+# declare (lengths, counts, memo indices, nesting, repeats). tests/system/test_hostile_inputs.py
+# holds every decoder to it under RLIMIT_AS.
+MEMORY_PER_BYTE = 20
+MEMORY_BASE = 256 << 20
+
+
+def memory_bound(decompressed_size: int) -> int:
+    """The most address space a load of a file of this decompressed size may add."""
+    return MEMORY_PER_BYTE * decompressed_size + MEMORY_BASE
+
+
 MAX_COMPRESSED_ITEM = 256 << 20  # no string in a memory snapshot comes near this
 MAX_INFLATION = 1000  # real snapshots inflate ~25x; xz and zstd bombs reach 10,000x and more
 INFLATION_FLOOR = 1 << 30  # small files may inflate this much whatever their ratio

@@ -490,6 +490,19 @@ static int push_memo(Scanner *s, const uint8_t *at, int64_t index)
 
 /* ---- one opcode ------------------------------------------------------------------------------ */
 
+/* The rule of memtui/load/opcode_check.py: past a million containers, a file spends 16 bytes
+ * on each, or it is built to expand in memory (a byte of ']' is 80 bytes of list). The reference
+ * decoder refuses such a file in one line; the scanner hands it over before building more. */
+#define CONTAINER_FLOOR 1000000
+#define BYTES_PER_CONTAINER 16
+
+static inline int is_container_op(uint8_t op)
+{
+    return op == OP_EMPTY_LIST || op == OP_EMPTY_DICT || op == OP_LIST || op == OP_DICT || op == OP_TUPLE ||
+           op == OP_TUPLE1 || op == OP_TUPLE2 || op == OP_TUPLE3 || op == 0x8f /* EMPTY_SET */ ||
+           op == 0x91 /* FROZENSET */;
+}
+
 static int step(Scanner *s, Cur *c)
 {
     uint8_t op = 0;
@@ -498,6 +511,9 @@ static int step(Scanner *s, Cur *c)
     const uint8_t *p = c->p;
     Item *t;
     Py_ssize_t mark;
+    if (is_container_op(op) && ++s->containers > CONTAINER_FLOOR &&
+        s->containers * BYTES_PER_CONTAINER > s->offset + (p - s->base))
+        return scan_fail(s, p, "a file packed with containers");
     switch (op) {
     case OP_PROTO:
         if (!NEED(c, 2)) return SHORT(s, c);

@@ -135,6 +135,7 @@ typedef struct {
     } short_strings[512];
     int done;
     int64_t rows_total;       /* trace entries read so far, every trace */
+    int64_t containers;       /* lists, dicts and tuples built outside the traces */
     int64_t stop_offset;      /* the stream offset just after STOP */
     int64_t par_ranges, par_merged, par_discarded;  /* what the parallel pass did (parallel.c) */
     /* A worker of the parallel pass (parallel.c): it reads a range of entries with a copy of
