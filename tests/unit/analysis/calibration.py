@@ -31,11 +31,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from memtui.analysis.cycles import find_cycles
-from memtui.analysis.leaks import find_leaks
-from memtui.analysis.oom import diagnose_ooms
 from tests.conftest import SAMPLES
-from tests.fixtures.opened import cached
+from tests.fixtures.opened import verdicts
 from tests.unit.analysis.matrix import Score, all_scores
 
 HELDOUT = SAMPLES / "heldout"
@@ -72,20 +69,17 @@ def heldout_files() -> list[tuple[str, Path, dict]]:
 
 
 def score_heldout(name: str, path: Path, truth: dict) -> list[Score]:
-    snap = cached(str(path))
-    dev = snap.devices[snap.default_device()]
-    cycles = find_cycles(snap, dev)
+    _, _, leaks, cycles, ooms = verdicts(str(path))
     out = []
     if truth.get("reference_cycles") is not None:
         out.append(Score(name, "cycles", cycles.stacks, "cycles" if truth["reference_cycles"] else "no cycles",
                          cycles.verdict, cycles.confidence))
     if truth.get("leak") is not None:
-        leaks = find_leaks(snap, dev)
         out.append(Score(name, "leaks", cycles.stacks, "leak" if truth["leak"] else "no leak", leaks.verdict,
                          leaks.confidence))
     cause = (truth.get("oom") or {}).get("cause")
     if cause:
-        for d in diagnose_ooms(snap, dev.device)[:1]:  # the truth describes the first OOM
+        for d in ooms[:1]:  # the truth describes the first OOM
             out.append(Score(name, "oom", cycles.stacks, cause, d.verdict, d.confidence))
     return out
 

@@ -18,11 +18,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from memtui.analysis.cycles import find_cycles
-from memtui.analysis.leaks import find_leaks
-from memtui.analysis.oom import diagnose_ooms
 from tests.conftest import SAMPLES, SHARED, scenario_files, truth_for
-from tests.fixtures.opened import cached
+from tests.fixtures.opened import verdicts
 
 # Causes whose scenarios hold no leak: scored "no leak" although their truth has no `leak`.
 NOT_LEAKS = {"training", "del_model", "optimizer_state_replaced", "empty_cache", "eval_loop_end", "zero_grad",
@@ -87,20 +84,17 @@ def matrix_files() -> list[tuple[str, Path, dict]]:
 
 
 def score_file(name: str, path: Path, truth: dict) -> list[Score]:
-    snap = cached(str(path))
-    dev = snap.devices[snap.default_device()]
-    cycles = find_cycles(snap, dev)
+    _, _, leaks, cycles, ooms = verdicts(str(path))
     stacks = cycles.stacks
     out = []
     if truth.get("cycles") is not None:
         out.append(Score(name, "cycles", stacks, "cycles" if truth["cycles"] else "no cycles", cycles.verdict,
                          cycles.confidence))
     if truth.get("leak") is not None:
-        leaks = find_leaks(snap, dev)
         out.append(Score(name, "leaks", stacks, "leak" if truth["leak"] else "no leak", leaks.verdict,
                          leaks.confidence))
     if truth.get("oom_kind"):
-        for d in diagnose_ooms(snap, dev.device):
+        for d in ooms:
             out.append(Score(name, "oom", stacks, truth["oom_kind"], d.verdict, d.confidence))
     return out
 

@@ -8,21 +8,16 @@ time; the collector is named by ``oom`` only when ``cycles`` suspects it; and th
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import pytest
 
 from memtui.analysis import bursts as bu
 from memtui.analysis.breakdown import step_peaks
 from memtui.analysis.categories import categorize
-from memtui.analysis.cycles import find_cycles
-from memtui.analysis.leaks import find_leaks
 from memtui.analysis.live import allocated_curve
-from memtui.analysis.oom import diagnose_ooms
 from memtui.analysis.trace_evidence import trace_evidence
 from tests.conftest import heldout_files, sample_files, scenario_files, shared_files, whatif_files
-from tests.fixtures.opened import cached
+from tests.fixtures.opened import verdicts
 
 
 def every_file() -> list:
@@ -34,11 +29,8 @@ def every_file() -> list:
         pytest.param(p, id=f"{p.parent.name}/{p.name}", marks=pytest.mark.slow) for p in whatif_files()]
 
 
-@functools.cache
 def answers(path: str):
-    snap = cached(path)
-    dev = snap.devices[snap.default_device()]
-    return snap, dev, find_leaks(snap, dev, limit=None), find_cycles(snap, dev), diagnose_ooms(snap, dev.device)
+    return verdicts(path)
 
 
 @pytest.mark.parametrize("path", every_file())
