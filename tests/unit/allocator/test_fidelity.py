@@ -2,8 +2,9 @@
 
 Checked on every snapshot the tests can see whose trace holds segment events: none is
 skipped, and at least 90% must match exactly (today all of them do; a file that does not is
-printed with its first difference). The what-if truth set (sample_snapshots/whatif: 28
-recordings, some of 80,000 events) is a slow case of its own; the rest run by default.
+printed with its first difference). The what-if truth set (sample_snapshots/whatif: a
+recording and an OOM recording per workload, some of 80,000 events) is a slow case of its
+own; the samples, scenarios, held-out recordings and shared files run by default.
 """
 
 from pathlib import Path
