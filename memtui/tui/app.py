@@ -27,12 +27,13 @@ from memtui.tui.key_order import OrderedKeys
 from memtui.tui.lifecycle import run_in_terminal
 from memtui.tui.messages import LoadFailed, LoadFinished
 from memtui.tui.screens.loading import Loader, LoadingScreen
+from memtui.tui.views.key_table import app_key_rows
 
 
 def app_keys(q_says: str, ctrl_c: str) -> list[Binding]:
     """q, ? and Ctrl+C, which every screen of the app answers (``ctrl_c``: its action)."""
-    return [Binding("q", "quit", q_says), Binding("question_mark", "help", "Help"),
-            Binding("ctrl+c", ctrl_c, "Quit", show=False)]
+    return [Binding(key, action, description, show=show) for key, action, description, show
+            in app_key_rows(q_says, ctrl_c)]
 
 
 class ExplorerApp(OrderedKeys, App[int]):
@@ -108,10 +109,11 @@ class ExplorerApp(OrderedKeys, App[int]):
 
     # -- app-wide actions ------------------------------------------------------------------
     def action_help(self) -> None:
+        from memtui.tui.keys import key_reference
         from memtui.tui.screens.help import HelpScreen
 
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(key_reference()))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

@@ -1,22 +1,15 @@
-"""The keyboard reference, built from the bindings themselves so help and docs never drift."""
+"""The keyboard reference, built from the bindings themselves so help and docs never drift.
+
+The app builds it when ? is pressed and hands it to the help screen; the keys every app and
+the watch view share come from the leaf rows of memtui/tui/views/key_table.py, so nothing
+here imports an app (no cycle app -> help -> keys -> app).
+"""
 
 from __future__ import annotations
 
 from textual.binding import Binding
 
-_KEY_NAMES = {
-    "up": "↑", "down": "↓", "left": "←", "right": "→", "pageup": "PgUp", "pagedown": "PgDn",
-    "home": "Home", "end": "End", "enter": "Enter", "escape": "Esc", "slash": "/", "question_mark": "?",
-    "backslash": "\\",
-    "left_square_bracket": "[", "right_square_bracket": "]", "tab": "Tab", "shift+tab": "Shift+Tab",
-    "ctrl+p": "Ctrl+P", "ctrl+c": "Ctrl+C", "ctrl+q": "Ctrl+Q",
-    "comma": ",", "full_stop": ".", "less_than_sign": "<", "greater_than_sign": ">", "space": "Space",
-}
-
-
-def key_label(keys: str) -> str:
-    """``up,k`` → ``↑ / k``."""
-    return " / ".join(_KEY_NAMES.get(k.strip(), k.strip()) for k in keys.split(","))
+from memtui.tui.views.key_table import WATCH_BACK_KEY, app_key_rows, key_label
 
 
 def _rows(bindings: list) -> list[tuple[str, str]]:
@@ -31,12 +24,10 @@ def _rows(bindings: list) -> list[tuple[str, str]]:
 
 def key_reference() -> list[tuple[str, list[tuple[str, str]]]]:
     """(section, [(keys, what they do)]) for every key of the explorer."""
-    from memtui.tui.app import MemtuiApp
     from memtui.tui.screens.breakdown import BreakdownScreen
     from memtui.tui.screens.detail import DetailScreen
     from memtui.tui.screens.live import LiveScreen
     from memtui.tui.screens.main import SCREEN_KEYS
-    from memtui.tui.watch_app import WatchApp
     from memtui.tui.widgets.breakdown_pane import BreakdownPane
     from memtui.tui.widgets.call_tree import CallTree
     from memtui.tui.widgets.event_log import EventLog
@@ -44,7 +35,7 @@ def key_reference() -> list[tuple[str, list[tuple[str, str]]]]:
     from memtui.tui.widgets.stack_inspector import StackInspector
 
     everywhere = [("Tab / Shift+Tab", "Next / previous pane"), ("Ctrl+P", "Command palette (every action below)")]
-    everywhere += _rows([b for b in MemtuiApp.BINDINGS if isinstance(b, Binding) and b.show])
+    everywhere += _rows([row for row in app_key_rows("Quit", ctrl_c="quit") if row[3]])
     return [
         ("Everywhere", everywhere + _rows([Binding(k, a, d) for k, a, d, _show in SCREEN_KEYS])),
         ("Event log", _rows(EventLog.BINDINGS)),
@@ -57,7 +48,7 @@ def key_reference() -> list[tuple[str, list[tuple[str, str]]]]:
         ("Breakdown screen (B)", _rows(BreakdownScreen.BINDINGS)),
         ("Call tree", _rows(CallTree.BINDINGS)),
         ("memtui watch (docs/watch.md)", _rows(LiveScreen.BINDINGS)
-         + _rows([b for b in WatchApp.BINDINGS if isinstance(b, Binding) and b.action == "back_to_live"])),
+         + _rows([WATCH_BACK_KEY])),
     ]
 
 

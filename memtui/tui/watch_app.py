@@ -13,11 +13,12 @@ from memtui.live.runtime import JobInfo
 from memtui.tui.app import ExplorerApp, app_keys, run_explorer
 from memtui.tui.screens.job_list import JobListScreen, group_jobs
 from memtui.tui.screens.live import LiveScreen
+from memtui.tui.views.key_table import WATCH_BACK_KEY
 
 
 class WatchApp(ExplorerApp):
     TITLE = "memtui watch"
-    BINDINGS = [*app_keys("Quit", ctrl_c="quit"), Binding("backspace", "back_to_live", "Back to live", show=False)]
+    BINDINGS = [*app_keys("Quit", ctrl_c="quit"), Binding(*WATCH_BACK_KEY[:3], show=WATCH_BACK_KEY[3])]
 
     def __init__(self, jobs: list[JobInfo], out_dir: str | None = ".", cache: ModelCache | None = None) -> None:
         super().__init__(cache=cache)

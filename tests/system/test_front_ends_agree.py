@@ -99,8 +99,8 @@ def test_the_mcp_tools_are_the_specs_with_the_same_bounds():
 
 
 def test_the_explorer_keys_are_the_specs_keys():
-    from memtui.tui.analysis_actions import ANALYSIS_KEYS
     from memtui.tui.screens.main import SCREEN_KEYS
+    from memtui.tui.views.key_table import ANALYSIS_KEYS
 
     assert [(key, action) for key, action, _, _ in ANALYSIS_KEYS] == \
         [(s.key, f"analysis('{s.name}')") for s in explorer_specs()]

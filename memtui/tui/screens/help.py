@@ -10,7 +10,6 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from memtui.tui.keys import key_reference
 from memtui.tui.views.filter_actions import FILTER_EXAMPLES
 from memtui.tui.views.segment_rows import LEGEND
 
@@ -19,12 +18,22 @@ _LEGEND_VARIABLES = {"allocated": "success", "pending free": "warning", "filter 
                      "selected": "error"}
 
 
+KeyReference = list[tuple[str, list[tuple[str, str]]]]
+
+
 class HelpScreen(ModalScreen):
+    """Every key of the explorer: the reference (memtui.tui.keys.key_reference) is handed in, so
+    this screen imports neither the app nor the screens whose keys it lists."""
+
     BINDINGS = [Binding("escape,q,question_mark", "app.pop_screen", "Close help")]
+
+    def __init__(self, reference: KeyReference) -> None:
+        super().__init__()
+        self.reference = reference
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
-            yield Static(self._table(self.app.get_css_variables()), id="help-text")
+            yield Static(self._table(self.reference, self.app.get_css_variables()), id="help-text")
 
     def on_mount(self) -> None:
         box = self.query_one("#help-box")
@@ -33,11 +42,11 @@ class HelpScreen(ModalScreen):
         box.focus()
 
     @staticmethod
-    def _table(colours: dict[str, str] | None = None) -> Table:
+    def _table(reference: KeyReference, colours: dict[str, str] | None = None) -> Table:
         table = Table.grid(padding=(0, 2))
         table.add_column(justify="right", no_wrap=True)
         table.add_column()
-        for k, (section, rows) in enumerate(key_reference()):
+        for k, (section, rows) in enumerate(reference):
             if k:
                 table.add_row("", "")
             table.add_row("", Text(section, style="bold underline"))

@@ -27,15 +27,21 @@ from memtui.model import Snapshot
 from memtui.model import actions as act
 from memtui.model.lifetimes import NONE
 from memtui.query import FilterError
-from memtui.tui.analysis_actions import ANALYSIS_KEYS, ANALYSIS_PALETTE, analysis_screen
-from memtui.tui.breakdown_controller import BREAKDOWN_KEYS, BREAKDOWN_PALETTE, BreakdownController
-from memtui.tui.keys import key_label
 from memtui.tui.messages import BreakdownReady, DeviceReady, FilterDone, SearchDone
+from memtui.tui.screens.analysis_actions import analysis_screen
+from memtui.tui.screens.breakdown_controller import BreakdownController
 from memtui.tui.views import navigation
 from memtui.tui.views.analysis_jumps import AnalysisJump
 from memtui.tui.views.device_view import DeviceView, build_device_view
 from memtui.tui.views.filter_actions import FILTER_KEYS, FILTER_PALETTE
 from memtui.tui.views.inspector_content import block_lines, event_lines, segment_lines
+from memtui.tui.views.key_table import (
+    ANALYSIS_KEYS,
+    ANALYSIS_PALETTE,
+    BREAKDOWN_KEYS,
+    BREAKDOWN_PALETTE,
+    key_label,
+)
 from memtui.tui.views.log_scope import ALL, Filter, LogScope, Site, filter_scope
 from memtui.tui.views.search import SearchResult, run_search
 from memtui.tui.widgets.breakdown_pane import BreakdownPane
@@ -257,7 +263,7 @@ class MainScreen(Screen):
             self.go_to(int(view.allocated.argmax()))
             self.status.say(f"peak allocated: {format_bytes(view.peak_allocated)}")
 
-    # -- by category (memtui/tui/breakdown_controller.py) ---------------------------------------------
+    # -- by category (memtui/tui/screens/breakdown_controller.py) ---------------------------------------------
     def action_breakdown(self) -> None:
         self.breakdown.toggle_pane()
 

@@ -1,4 +1,5 @@
-"""The explorer's analysis keys, made from the spec table (memtui.services.catalog): each opens
+"""The screens of the explorer's analysis keys (the keys themselves are rows of
+memtui/tui/views/key_table.py, made from the spec table memtui.services.catalog): each opens
 an analysis screen, and the row chosen there moves the event log (to an event, or to one
 call site's events: a :class:`memtui.tui.views.log_scope.Site`, shown by ``MainScreen.set_scope``).
 
@@ -12,16 +13,8 @@ import importlib
 
 from textual.screen import Screen
 
-from memtui.services.catalog import explorer_specs, spec
+from memtui.services.catalog import spec
 from memtui.tui.views.device_view import DeviceView
-
-IN_FOOTER = {"oom"}  # the analysis keys the footer shows; the others are in help and the palette
-
-# (key, action, description, shown in the footer), as the main screen lists its keys.
-ANALYSIS_KEYS = [(s.key, f"analysis('{s.name}')", s.key_help, s.name in IN_FOOTER) for s in explorer_specs()]
-ANALYSIS_PALETTE = [
-    ("show_all_events", "Show all events", "Clear the call-site filter that an analysis put on the event log"),
-]
 
 # The analyses with a screen of their own: module and class, imported when the key is pressed.
 SCREENS = {

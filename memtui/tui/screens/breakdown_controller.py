@@ -18,20 +18,6 @@ from memtui.tui.views.breakdown_view import DeviceBreakdown, build_device_breakd
 from memtui.tui.widgets.breakdown_pane import BreakdownPane
 from memtui.tui.widgets.timeline import Timeline
 
-# (key, action, description, shown in the footer), as the main screen lists its keys.
-BREAKDOWN_KEYS = [
-    ("b", "breakdown", "Breakdown by category at the cursor", False),
-    ("B", "breakdown_tree", "Live set as a call tree at the cursor", False),
-    ("T", "toggle_stacked", "Timeline stacked by category", False),
-]
-BREAKDOWN_PALETTE = [
-    ("breakdown", "Breakdown by category",
-     "Parameters, gradients, optimizer state, activations... at the cursor, following it (in place of the stack)"),
-    ("breakdown_tree", "Call tree of live memory",
-     "The allocations live at the cursor folded by call stack, with their categories"),
-    ("toggle_stacked", "Timeline by category", "Draw the timeline stacked by category, or as allocated/reserved"),
-]
-
 
 class BreakdownController:
     def __init__(self, screen) -> None:
