@@ -337,6 +337,25 @@ class Replayer:
                 pre_segments.append(s)
         return pre_blocks, np.asarray(pre_segments, np.int64), life_final
 
+    @property
+    def indexed(self) -> bool:
+        """Whether both interval indexes are built (see :meth:`build_indexes`)."""
+        return "blocks" in self.__dict__ and "segments" in self.__dict__
+
+    def build_indexes(self) -> None:
+        """Build both interval indexes now (a worker does, after the first screen): until
+        then :meth:`state_at` finds the open lives by one pass over them instead."""
+        getattr(self, "blocks")  # noqa: B009 (built by __getattr__ where missing)
+        getattr(self, "segments")  # noqa: B009
+
+    def _open(self, name: str, start: np.ndarray, end: np.ndarray, i: int) -> np.ndarray:
+        # The index where it is built; else every interval checked, which is what the index
+        # answers too (the state sorts what it finds by address, so their order is no matter).
+        index = self.__dict__.get(name)
+        if index is not None:
+            return index.open_at(i)
+        return np.nonzero((start <= i) & (end > i))[0]
+
     def __getattr__(self, name: str) -> IntervalIndex:
         # Only reached for an index not built yet (indexed=False): build it now.
         if name == "blocks":
@@ -351,11 +370,13 @@ class Replayer:
         """State after event ``i`` (``i = -1``: before the first event)."""
         dev = self.device
         i = int(min(max(i, -1), self.n_events - 1)) if self.n_events else -1
-        lives = self.blocks.open_at(i) if i >= 0 else np.nonzero(self._life_start < 0)[0]
+        lives = (self._open("blocks", self._life_start, self._life_end, i) if i >= 0
+                 else np.nonzero(self._life_start < 0)[0])
         if i < 0:
             lives = lives[self._life_end[lives] > -1]
         pending = self._life_request[lives] <= i
-        seg_lives = self.segments.open_at(i) if i >= 0 else np.nonzero(self._seg_start < 0)[0]
+        seg_lives = (self._open("segments", self._seg_start, self._seg_end, i) if i >= 0
+                     else np.nonzero(self._seg_start < 0)[0])
 
         pre_b = self._pre_blocks
         blk_addr = _concat(dev.lives.addr[lives], dev.blocks.address[pre_b])

@@ -72,3 +72,23 @@ def test_free_per_segment_matches_a_walk(path):
         state = replayer.state_at(int(i))
         free, largest = state.free_per_segment()
         assert (free.tolist(), largest.tolist()) == _free_by_walking(state)
+
+
+@pytest.mark.parametrize("path", every_real_file())
+def test_a_state_before_the_index_is_built_is_the_indexed_one(path):
+    # The explorer shows its first screen before the interval indexes exist (the open lives
+    # are then found by one pass): every state must be the one the index gives.
+    import dataclasses
+
+    for dev in open_snapshot(path).devices:
+        n = len(dev.trace)
+        indexed, unindexed = Replayer(dev), Replayer(dev, indexed=False)
+        for i in sorted({-1, 0, n - 1, *np.linspace(0, max(n - 1, 0), 30).astype(int).tolist()}):
+            want, got = indexed.state_at(i), unindexed.state_at(i)
+            for f in dataclasses.fields(want):
+                if f.init:
+                    assert np.array_equal(np.asarray(getattr(want, f.name)), np.asarray(getattr(got, f.name))), \
+                        (i, f.name)
+        assert not unindexed.indexed
+        unindexed.build_indexes()
+        assert unindexed.indexed and unindexed.state_at(n // 2).allocated == indexed.state_at(n // 2).allocated

@@ -160,6 +160,12 @@ class MainScreen(Screen):
         self.set_scope(ALL)
         if text:  # the same filter, on the device now shown
             self._apply_filter(text)
+        if not view.replayer.indexed:  # the time-travel index, built once the screen is drawn
+            self.call_after_refresh(self._index_view, view)
+
+    @work(thread=True, group="index")
+    def _index_view(self, view: DeviceView) -> None:
+        view.replayer.build_indexes()
 
     # -- the cursor ----------------------------------------------------------------
     def go_to(self, event: int) -> bool:

@@ -64,7 +64,10 @@ class DeviceView:
 
 def build_device_view(snapshot: Snapshot, d: int) -> DeviceView:
     device = snapshot.devices[d]
-    replayer = Replayer(device)
+    # The interval indexes are left to a worker after the first screen (see
+    # MainScreen._index_view): until they are built, a state is found by one pass over the
+    # lives, which the end state shown first needs anyway.
+    replayer = Replayer(device, indexed=False)
     allocated = allocated_curve(device)
     reserved = reserved_curve(device)
     t0 = device.time_origin_us
