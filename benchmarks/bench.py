@@ -48,6 +48,8 @@ PROCESS_ROWS = [
     ("first memtui info peak RSS", "proc_info_first.peak_rss", "mem", None, "", "proc_pickle"),
     ("explorer, first full screen (warm cache)", "tui.screen_wall_s", "time", {"large": ("abs", 1.0)},
      "<= 1 s at 10M", "proc_pickle"),
+    ("explorer, first full screen (cold: first open ever)", "tui_cold.screen_wall_s", "time",
+     {"large": ("ratio", 0.15)}, "<= 0.15x at 10M", "proc_pickle"),
 ]
 ROWS = [
     ("pickle.load", "pickle.time_s", "time", None, "baseline", "pickle"),
@@ -196,11 +198,11 @@ def bench_file(path: str, runner: Runner, limit_gb: float | None, skip_tui: bool
             results["viz"] = {"note": "torch not installed"}
         steps += [("cold", None), ("stream", limit_gb), ("plain", limit_gb), ("warm", None)]
         if skip_tui:
-            results["tui"] = {"note": "skipped"}
+            results["tui"] = results["tui_cold"] = {"note": "skipped"}
         elif importlib.util.find_spec("memtui.tui.app") is None:
             results["tui"] = {"note": "memtui.tui not available"}
         else:
-            steps.append(("tui", None))
+            steps += [("tui", None), ("tui_cold", None)]
         for mode, limit in steps:
             if mode in skip:
                 results[mode] = {"note": "skipped"}

@@ -273,6 +273,10 @@ def main() -> int:
         result = run_warm(path, cache_dir)
     elif mode == "tui":
         result = run_tui(path, cache_dir)
+    elif mode == "tui_cold":  # the first open ever: an empty cache folder of its own
+        import tempfile
+
+        result = run_tui(path, tempfile.mkdtemp(dir=cache_dir or None))
     else:
         raise SystemExit(f"unknown mode {mode}")
     print(json.dumps(result))
