@@ -211,8 +211,14 @@ class GuardedStream:
     def __enter__(self) -> GuardedStream:
         return self
 
-    def __exit__(self, *exc_info) -> None:
-        self.close()
+    def __exit__(self, exc_type, exc, traceback) -> None:
+        try:
+            self.close()
+        except (MemoryError, OSError):
+            # Closing after a failed read (out of memory, say) must not replace the one
+            # line that says why the read failed.
+            if exc_type is None:
+                raise
 
 
 def declared_too_long(description: str, length: int, left: int | None) -> str:

@@ -22,6 +22,8 @@ from typing import BinaryIO
 import msgpack
 
 from memtui.errors import SnapshotError
+from memtui.load.limits import memory_bound
+from memtui.units import format_bytes
 
 FORMAT_NAME = "memtui"
 FORMAT_VERSION = 1
@@ -48,6 +50,11 @@ FORWARD_TEXT = "forward_frame"
 
 # Bounds what one msgpack object may claim, so a hostile length cannot exhaust memory.
 MAX_OBJECT_BYTES = 1 << 30
+# Reading an event builds its entry dict (about 290 bytes) beside the decoded columns and,
+# later, the model's: some 500 bytes of memory an event, from 35 bytes of a real export (9 at
+# the least). An export whose events would take more than memory_bound of the bytes read so
+# far is refused before they are built (limits.py states the bound).
+MEMORY_PER_EVENT = 512
 _NO_FRAMES_ACTIONS = ("snapshot",)
 
 
@@ -55,8 +62,10 @@ def read_export(stream: BinaryIO, description: str) -> dict:
     """Decode an export; every problem is a SnapshotError naming ``description``."""
     unpacker = msgpack.Unpacker(stream, raw=False, strict_map_key=False, max_buffer_size=MAX_OBJECT_BYTES,
                                unicode_errors="surrogatepass")
+    consumed = getattr(stream, "consumed", None)  # bytes read so far, where the stream counts them
     try:
-        return _Builder(description).build(unpacker)
+        return _Builder(description, (lambda: consumed) if consumed is None else (lambda: stream.consumed)).build(
+            unpacker)
     except SnapshotError:
         raise
     except msgpack.OutOfData:
@@ -69,8 +78,10 @@ def read_export(stream: BinaryIO, description: str) -> dict:
 
 
 class _Builder:
-    def __init__(self, description: str) -> None:
+    def __init__(self, description: str, bytes_read=lambda: None) -> None:
         self.description = description
+        self._bytes_read = bytes_read
+        self._events_seen = 0
         self.actions: list[str] = []
         self.strings: list[object] = []
         self.stacks: list[list[dict]] = []
@@ -191,6 +202,12 @@ class _Builder:
         self.segments.extend(built)
 
     def _events(self, obj: dict) -> None:
+        self._events_seen += len(obj["action"])
+        read = self._bytes_read()
+        if read is not None and self._events_seen * MEMORY_PER_EVENT > memory_bound(read):
+            raise SnapshotError(f"{self.description}: refused: {self._events_seen:,} events in the first "
+                                f"{format_bytes(read)}, packed tighter than memtui writes them (reading them would "
+                                "take more memory than the file can ask for)")
         device = int(obj["device"])
         trace = self._trace(device)
         rows = self.source_rows.setdefault(device, {"index": [], "version": []})

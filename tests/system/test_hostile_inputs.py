@@ -33,9 +33,9 @@ def results(tmp_path_factory) -> dict[str, dict]:
 
 
 def hostile_names() -> list[str]:
-    from tests.fixtures.hostile_inputs import cases
+    from tests.fixtures.hostile_inputs import TIGHT_EXPORT, cases
 
-    return list(cases())
+    return [*cases(), TIGHT_EXPORT]
 
 
 @pytest.mark.parametrize("name", hostile_names())
