@@ -331,10 +331,11 @@ def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return starts, ends, end_of
 
 
-def annotation_spans(snapshot: Snapshot, dev: DeviceModel, prefix: str) -> list[tuple[int, int]]:
+def annotation_spans(snapshot: Snapshot, dev: DeviceModel, prefix: str, exact: bool = False) -> list[tuple[int, int]]:
     """(first event, last event) of each START/END annotation pair whose name starts with
-    ``prefix``, placed among the events by time (``first`` is ``last + 1`` when no event
-    falls inside: then ``last`` is the event just before it); none without event times."""
+    ``prefix`` (is ``prefix``, with ``exact``), placed among the events by time (``first``
+    is ``last + 1`` when no event falls inside: then ``last`` is the event just before it);
+    none without event times."""
     times = dev.trace.time_us
     if not len(times) or not np.isfinite(times).all():
         return []
@@ -342,7 +343,8 @@ def annotation_spans(snapshot: Snapshot, dev: DeviceModel, prefix: str) -> list[
     starts: dict[str, list[float]] = {}
     spans = []
     for a in snapshot.annotations:
-        if a.device != dev.device or not a.name.startswith(prefix) or not np.isfinite(a.time_us):
+        named = a.name == prefix if exact else a.name.startswith(prefix)
+        if a.device != dev.device or not named or not np.isfinite(a.time_us):
             continue
         if a.stage == "START":
             starts.setdefault(a.name, []).append(a.time_us)

@@ -38,6 +38,7 @@ from pydantic import ConfigDict, Field, ValidationError, create_model
 from memtui import __version__
 from memtui.errors import MemtuiError, printable
 from memtui.mcp import tools
+from memtui.mcp.annotations import memory_by_annotation
 from memtui.mcp.answers import MAX_LIMIT, PAGING, Answer
 from memtui.mcp.budget import DEFAULT_MAX_CHARS, MAX_MAX_CHARS, clip, fit, pre_cut
 from memtui.mcp.cancel import CallCancelled, Cancellable
@@ -66,7 +67,7 @@ allocation_stack for one allocation's stacks. The first call on a large file loa
 later calls on it are fast. Paths are files under the folders this server was started with."""
 
 # The tools that answer no analysis of the spec table.
-OTHER_TOOLS = ("live_status", "list_snapshots", "compare_runs")
+OTHER_TOOLS = ("live_status", "list_snapshots", "compare_runs", "memory_by_annotation")
 
 # What each kind of subject is called, with its type and description, as the tools take it.
 SUBJECTS = {
@@ -146,6 +147,7 @@ def build_server(store: SnapshotStore) -> MCPServer:
     live = _live_tool(server)
     server.add_strict_tool(live, "live_status", inspect.cleandoc(live.__doc__ or ""))
     server.add_strict_tool(_compare_tool(server), "compare_runs", COMPARE_HELP)
+    server.add_strict_tool(_annotation_tool(server), "memory_by_annotation", ANNOTATION_HELP)
     return server
 
 
@@ -200,6 +202,29 @@ def _compare_tool(server: _Server):
 
     compare_runs_tool.__name__ = "compare_runs"
     return compare_runs_tool
+
+
+ANNOTATION_HELP = ("Allocated memory over each annotated stage of the run (record_function ranges such as "
+                   "Optimizer.step#AdamW.step, memtui.record.step() markers): per stage, how often it ran, the most "
+                   "allocated memory rose inside one run of it, what it left behind, and the highest peak inside it "
+                   "with the events of that run. Largest rise first.")
+
+
+def _annotation_tool(server: _Server):
+    async def memory_by_annotation_tool(
+            ctx: Context,
+            path: Annotated[str, Field(description=SUBJECTS["snapshot"][0][2])],
+            device: Annotated[int | None, Field(description="device (default: the snapshot's default device)")]
+            = None,
+            top: Annotated[int, Field(description="stages to list (default 20)", ge=1, le=MAX_LIMIT)] = 20,
+            max_chars: MAX_CHARS = DEFAULT_MAX_CHARS) -> CallToolResult:
+        def work(progress=None) -> Answer:
+            return memory_by_annotation(server.store.open(path, progress), device, top)
+
+        return await _run(server, ctx, work, max_chars)
+
+    memory_by_annotation_tool.__name__ = "memory_by_annotation"
+    return memory_by_annotation_tool
 
 
 def _live_tool(server: _Server):

@@ -32,7 +32,7 @@ mcp = pytest.importorskip("mcp")
 
 TOOLS = {"snapshot_info", "top_allocations", "events", "allocation_stack", "explain_oom", "leaks",
          "reference_cycles", "diff_snapshots", "compare_ranks", "what_if", "live_status", "list_snapshots",
-         "compare_runs"}
+         "compare_runs", "memory_by_annotation"}
 HAS_BREAKDOWN = (ROOT / "memtui" / "services" / "breakdown.py").exists()
 if HAS_BREAKDOWN:
     TOOLS.add("memory_breakdown")

@@ -247,3 +247,27 @@ def test_compare_runs_is_the_two_peaks_and_their_diff_in_one_call(client):
                                                   "max_chars": 10**6}), budget=10**6)
     assert [s["site"] for s in data["sites"]] == [s["site"] for s in diff["sites"]]
     assert "peak allocated: A" in data["summary"][0]
+
+
+def test_memory_by_annotation_measures_each_stage_on_the_allocated_curve(client):
+    from memtui.analysis.categories import annotation_spans
+    from memtui.analysis.live import allocated_curve
+    from memtui.open import open_snapshot
+
+    path = SAMPLES / "expandable_segments.pickle.xz"
+    data = data_of(client.call("memory_by_annotation", {"path": str(path)}))
+    stages = {s["name"]: s for s in data["stages"]}
+    assert {"memtui.step", "Optimizer.step#AdamW.step"} <= set(stages)
+    rises = [s["most_rise"] for s in data["stages"]]
+    assert rises == sorted(rises, reverse=True)
+    snapshot = open_snapshot(path, cache=None)
+    dev = snapshot.devices[0]
+    curve = allocated_curve(dev)
+    steps = [(lo, hi) for lo, hi in annotation_spans(snapshot, dev, "memtui.step#") if lo <= hi]
+    step = stages["memtui.step"]
+    assert step["runs"] == len(steps)
+    assert step["most_rise"] == max(int(curve[lo:hi + 1].max()) - (int(curve[lo - 1]) if lo else 0)
+                                    for lo, hi in steps)
+    assert step["peak"] == max(int(curve[lo:hi + 1].max()) for lo, hi in steps)
+    bare = str(SAMPLES / "format" / "pool_ids.pickle.xz")  # recorded without annotations
+    assert "no annotations" in error_text(client.call("memory_by_annotation", {"path": bare}))
