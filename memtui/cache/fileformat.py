@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from memtui.atomic import make_temp_file, temp_file_done
+from memtui.load.opcode_check import OpcodeCheck
 from memtui.load.safe_pickle import RestrictedUnpickler
 from memtui.load.source import NotRegularFile, open_regular_file
 
@@ -115,6 +116,9 @@ def read_cache_file(path: str) -> tuple[dict[str, np.ndarray], dict]:
         if zlib.crc32(meta_bytes) != meta_crc:
             raise CorruptCache("metadata checksum")
         try:
+            # Walked first, as every pickle memtui reads: a cache file is only as trusted as
+            # the folder it is in, and a memo index or length that lies would allocate gigabytes.
+            OpcodeCheck(path, len(meta_bytes), len(meta_bytes), lambda n, at: f"a length of {n}").feed(meta_bytes)
             meta = RestrictedUnpickler(io.BytesIO(meta_bytes)).load()
         except Exception as exc:
             raise CorruptCache(f"metadata unreadable ({type(exc).__name__})") from None

@@ -199,3 +199,21 @@ def test_abandoned_held_writes_never_start(snap, tmp_path):
         cache.abandon()
     cache.wait()
     assert cache_files(cache) == []
+
+
+def test_a_cache_file_whose_metadata_lies_is_refused_at_once(tmp_path):
+    # A 9-byte memo bomb as the metadata of a cache file with a right header and checksum:
+    # unpickled as it was, it made the reader allocate 4.2 GB.
+    import struct
+    import time
+    import zlib
+
+    from memtui.cache.fileformat import _HEADER, MAGIC, CorruptCache, read_cache_file
+
+    meta = b"\x80\x04Nr" + struct.pack("<I", 1 << 28) + b"."
+    path = tmp_path / "entry.cache"
+    path.write_bytes(_HEADER.pack(MAGIC, FORMAT_VERSION, len(meta), zlib.crc32(meta), _HEADER.size + len(meta)) + meta)
+    start = time.monotonic()
+    with pytest.raises(CorruptCache, match="metadata unreadable"):
+        read_cache_file(str(path))
+    assert time.monotonic() - start < 2
