@@ -33,7 +33,7 @@ class HelpScreen(ModalScreen):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
-            yield Static(self._table(self.reference, self.app.get_css_variables()), id="help-text")
+            yield Static(self._table(self.app.get_css_variables()), id="help-text")
 
     def on_mount(self) -> None:
         box = self.query_one("#help-box")
@@ -41,12 +41,11 @@ class HelpScreen(ModalScreen):
         box.border_subtitle = "Esc closes"
         box.focus()
 
-    @staticmethod
-    def _table(reference: KeyReference, colours: dict[str, str] | None = None) -> Table:
+    def _table(self, colours: dict[str, str] | None = None) -> Table:
         table = Table.grid(padding=(0, 2))
         table.add_column(justify="right", no_wrap=True)
         table.add_column()
-        for k, (section, rows) in enumerate(reference):
+        for k, (section, rows) in enumerate(self.reference):
             if k:
                 table.add_row("", "")
             table.add_row("", Text(section, style="bold underline"))

@@ -21,15 +21,15 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer
-from textual.worker import get_current_worker
 
 from memtui.model import Snapshot
 from memtui.model import actions as act
 from memtui.model.lifetimes import NONE
-from memtui.query import FilterError
 from memtui.tui.messages import BreakdownReady, DeviceReady, FilterDone, SearchDone
 from memtui.tui.screens.analysis_actions import analysis_screen
 from memtui.tui.screens.breakdown_controller import BreakdownController
+from memtui.tui.screens.filter_controller import FilterController
+from memtui.tui.screens.search_controller import SearchController
 from memtui.tui.views import navigation
 from memtui.tui.views.analysis_jumps import AnalysisJump
 from memtui.tui.views.device_view import DeviceView, build_device_view
@@ -42,8 +42,7 @@ from memtui.tui.views.key_table import (
     BREAKDOWN_PALETTE,
     key_label,
 )
-from memtui.tui.views.log_scope import ALL, Filter, LogScope, Site, filter_scope
-from memtui.tui.views.search import SearchResult, run_search
+from memtui.tui.views.log_scope import ALL, Filter, LogScope, Site
 from memtui.tui.widgets.breakdown_pane import BreakdownPane
 from memtui.tui.widgets.event_log import EventLog
 from memtui.tui.widgets.filter_bar import FilterBar
@@ -103,10 +102,10 @@ class MainScreen(Screen):
         self.current_view = view
         self._views: dict[int, DeviceView] = {view.device.device: view}
         self._show_source = show_source
-        self._search: SearchResult | None = None  # what n/N step through
         self.scope: LogScope = ALL  # what the event log lists: change it with set_scope
         self.breakdown = BreakdownController(self)  # b, B and T: memory by category
-        self._filter_text = ""  # the filter asked for: the scope's, or one still computing
+        self.filter_control = FilterController(self, lambda: self.query_one(FilterBar))  # \\ and Esc
+        self.search_control = SearchController(self)  # /, n and N
         self._timeline_wanted: bool | None = None  # None: shown when the terminal is tall enough
 
     # -- layout ------------------------------------------------------------------
@@ -153,13 +152,13 @@ class MainScreen(Screen):
         self.query_one(SummaryBar).show_view(view, len(self.snapshot.present_devices))
         self.query_one(Timeline).set_view(view)
         self.event_log.set_view(view, event)
-        self._search = None
+        self.search_control.forget()
         cursor = self.event_log.cursor_event
         self.show_event(cursor if cursor is not None else -1)
-        text = self._filter_text
+        text = self.filter_control.text
         self.set_scope(ALL)
         if text:  # the same filter, on the device now shown
-            self._apply_filter(text)
+            self.filter_control.run(text)
         if not view.replayer.indexed:  # the time-travel index, built once the screen is drawn
             self.call_after_refresh(self._index_view, view)
 
@@ -255,7 +254,7 @@ class MainScreen(Screen):
             self._jump(navigation.Jump(event, f"device {here} has no OOM: this is device {device}'s, "
                                               f"at event {event:,}"))
 
-        self._switch_device(device, then=arrive)
+        self.switch_device(device, then=arrive)
 
     def action_same_address(self, forward: bool) -> None:
         self._jump(navigation.same_address(self.current_view.device, self.cursor, forward))
@@ -316,9 +315,9 @@ class MainScreen(Screen):
             return
         current = self.current_view.device.device
         later = [d for d in numbers if d > current]
-        self._switch_device(later[0] if later else numbers[0])
+        self.switch_device(later[0] if later else numbers[0])
 
-    def _switch_device(self, d: int, then: Callable[[], None] | None = None) -> None:
+    def switch_device(self, d: int, then: Callable[[], None] | None = None) -> None:
         if d in self._views:
             self._device_ready(self._views[d], then)
         else:
@@ -346,7 +345,7 @@ class MainScreen(Screen):
         A scope other than a filter drops the filter asked for. ``at``: the event the cursor
         stays on through the change (it must be in ``scope``)."""
         if not isinstance(scope, Filter):
-            self._filter_text = ""
+            self.filter_control.forget()
             self.workers.cancel_group(self, "filter")
         self.scope = scope
         log = self.event_log
@@ -362,70 +361,26 @@ class MainScreen(Screen):
         self.query_one(Timeline).set_marks(scope.marks)
         self.segment_map.set_highlight(scope.matched_lives)
         if isinstance(scope, Site):
-            self._search = SearchResult(scope.label, "text", self.current_view.device.device, scope.steps,
-                                        message=scope.message)
+            self.search_control.follow_site(scope)
 
-    # -- the filter (`\\`) -------------------------------------------------------------------
+    # -- the filter (`\\`: memtui/tui/screens/filter_controller.py) ----------------------------------
     def action_filter(self) -> None:
-        self.query_one(FilterBar).open(self._filter_text)
-        self.status.say("type a filter · Enter applies · Esc clears · ? lists examples")
+        self.filter_control.open()
 
     def on_filter_bar_checked(self, message: FilterBar.Checked) -> None:
-        if message.error is None:
-            self.status.say("Enter applies the filter" if message.text.strip() else "empty filter: every event")
-        else:
-            self.status.say(message.error.message, warning=True)
+        self.filter_control.checked(message)
 
-    # The bar gives the focus back itself, at once (keys typed right after Enter go to the
-    # pane it came from); these handlers run later and leave the focus alone.
     def on_filter_bar_apply(self, message: FilterBar.Apply) -> None:
-        if message.text:
-            self.status.say(f"filtering: {message.text}…")
-            self._apply_filter(message.text)
-        else:
-            self.action_clear_filter()
+        self.filter_control.apply(message.text)
 
     def on_filter_bar_cleared(self, _: FilterBar.Cleared) -> None:
         self.action_clear_filter()
 
     def action_clear_filter(self) -> None:
-        bar = self.query_one(FilterBar)
-        if bar.is_open:
-            bar.close()
-        if self._filter_text:
-            self.set_scope(ALL)
-            self.status.say("filter cleared: every event")
-        elif isinstance(self.scope, Site):  # Esc also leaves an analysis's call-site view
-            self.action_show_all_events()
-
-    def _apply_filter(self, text: str) -> None:
-        """Masks are computed in a worker: a compound filter over ten million events takes a
-        few tenths of a second. The log keeps its rows until the new ones arrive."""
-        self._filter_text = text
-        self._run_filter(text, self.current_view.device.device)
-
-    @work(thread=True, exclusive=True, group="filter")
-    def _run_filter(self, text: str, device: int) -> None:
-        worker = get_current_worker()
-        try:
-            scope = filter_scope(self.snapshot, device, text)
-        except FilterError as exc:
-            self.post_message(FilterDone(None, exc.message))
-            return
-        if not worker.is_cancelled:
-            self.post_message(FilterDone(scope))
+        self.filter_control.clear(show_all_events=self.action_show_all_events)
 
     def on_filter_done(self, message: FilterDone) -> None:
-        scope = message.scope
-        if scope is None:
-            self.status.say(message.error or "filter failed", warning=True)
-        elif scope.text == self._filter_text and scope.device == self.current_view.device.device:
-            self.set_scope(scope)  # else a newer filter or another device took over meanwhile
-            count = f"{len(scope.rows):,} of {scope.total:,}"
-            if len(scope.rows):
-                self.status.say(f"{count} events match · Esc clears · x exports them")
-            else:
-                self.status.say(f"no event matches {scope.text} · Esc clears", warning=True)
+        self.filter_control.done(message)
 
     # -- analyses (w, L, C, D, R) ------------------------------------------------------------
     def action_analysis(self, name: str) -> None:
@@ -470,7 +425,7 @@ class MainScreen(Screen):
             path = os.path.abspath(result.path)
             self.status.say(f"wrote {path}: {plural(result.events, 'event')}, {format_bytes(result.bytes)}")
 
-    # -- search --------------------------------------------------------------------------
+    # -- search (memtui/tui/screens/search_controller.py) ---------------------------------------
     # The bar moves the focus itself, at once; these handlers run later and must not move it
     # again (a second `/` typed meanwhile has already reopened the bar).
     def action_search(self) -> None:
@@ -488,40 +443,12 @@ class MainScreen(Screen):
 
     def on_search_bar_search(self, message: SearchBar.Search) -> None:
         self._search_bar_gone()
-        self.status.say(f"searching for {message.query}…")
-        self._run_search(message.query)
-
-    @work(thread=True, exclusive=True, group="search")
-    def _run_search(self, query: str) -> None:
-        self.post_message(SearchDone(run_search(self.snapshot, self.current_view.device.device, query)))
+        self.search_control.search(message.query)
 
     def on_search_done(self, message: SearchDone) -> None:
-        result = message.result
-        if result.found and result.device != self.current_view.device.device:
-            self._switch_device(result.device, then=partial(self._apply_search, result))
-            return
-        self._apply_search(result)
+        self.search_control.done(message)
 
-    def _apply_search(self, result: SearchResult) -> None:
-        if not result.found:
-            self.status.say(result.message, warning=True)
-            return
-        self._search = result
-        if result.kind == "address_n":
-            match = result.matches[0]
-            if match.event != NONE:
-                self.go_to(match.event)
-            else:
-                self._show_snapshot_block(match.block)
-            self.status.say(result.message)
-            return
-        if result.kind == "address" and len(result.matches) > 1:
-            self._list_allocations(result)
-        elif len(result.events):
-            self._step_match(True, announce=False)
-        self.status.say(result.message)
-
-    def _show_snapshot_block(self, final_block: int) -> None:
+    def show_snapshot_block(self, final_block: int) -> None:
         """An allocation only known from the snapshot's block list: show it at the last event."""
         view = self.current_view
         last = view.n_events - 1
@@ -533,34 +460,11 @@ class MainScreen(Screen):
         if state is not None and self.segment_map.selected_block != NONE:
             self.inspector.show(partial(block_lines, view, state, self.segment_map.selected_block))
 
-    def _list_allocations(self, result: SearchResult) -> None:
-        from memtui.tui.screens.search_results import SearchResultsScreen
-
-        def chosen(event: int | None) -> None:
-            if event is not None:
-                self.go_to(event)
-
-        self.app.push_screen(SearchResultsScreen(self.current_view, result), chosen)
-
     def action_next_match(self) -> None:
-        self._step_match(True)
+        self.search_control.step(True)
 
     def action_previous_match(self) -> None:
-        self._step_match(False)
-
-    def _step_match(self, forward: bool, announce: bool = True) -> None:
-        result = self._search
-        if result is None or not len(result.events):
-            self.status.say("no search results: / searches", warning=True)
-            return
-        target, wrapped = navigation.next_in(result.events, self.cursor, forward)
-        if target is None:
-            return
-        self.go_to(target)
-        if announce:
-            pos = int((result.events <= target).sum())
-            self.status.say(f"match {pos:,} of {len(result.events):,} for {result.query}"
-                            + (" (wrapped)" if wrapped else ""))
+        self.search_control.step(False)
 
     # -- palette -----------------------------------------------------------------------------
     def palette_commands(self) -> Iterable[SystemCommand]:
