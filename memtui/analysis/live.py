@@ -44,9 +44,10 @@ class LifeSpans:
         return first, last
 
 
-def life_spans(dev: DeviceModel) -> LifeSpans:
+def life_spans(dev: DeviceModel, life_bytes: np.ndarray | None = None) -> LifeSpans:
     """Spans of every life in the trace, plus the blocks allocated at snapshot time that
-    no life accounts for (allocated before the trace began and never freed in it)."""
+    no life accounts for (allocated before the trace began and never freed in it).
+    ``life_bytes``: :func:`memtui.replay.block_bytes` of ``dev`` where the caller has it."""
     lives = dev.lives
     n = len(dev.trace)
     start = lives.start.astype(np.int64)
@@ -66,7 +67,8 @@ def life_spans(dev: DeviceModel) -> LifeSpans:
     return LifeSpans(
         start=np.concatenate([np.where(start == NONE, -1, start), np.full(len(untraced), -1, np.int64)]),
         stop=np.concatenate([stop, np.full(len(untraced), n, np.int64)]),
-        size=np.concatenate([block_bytes(dev), dev.blocks.size[untraced].astype(np.int64)]),
+        size=np.concatenate([block_bytes(dev) if life_bytes is None else life_bytes,
+                             dev.blocks.size[untraced].astype(np.int64)]),
         stack=np.concatenate([stack, block_stack[untraced].astype(np.int32)]),
         n_events=n,
     )

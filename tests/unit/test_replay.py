@@ -92,3 +92,14 @@ def test_a_state_before_the_index_is_built_is_the_indexed_one(path):
         assert not unindexed.indexed
         unindexed.build_indexes()
         assert unindexed.indexed and unindexed.state_at(n // 2).allocated == indexed.state_at(n // 2).allocated
+
+
+@pytest.mark.parametrize("path", every_real_file())
+def test_the_explorers_curves_are_the_analysis_ones(path):
+    # The explorer's view shares the replayer's block sizes with the curve: the same curve.
+    from memtui.analysis.live import allocated_curve
+    from memtui.tui.views.device_view import build_device_view
+
+    snap = open_snapshot(path)
+    for d, dev in enumerate(snap.devices):
+        assert np.array_equal(build_device_view(snap, d).allocated, allocated_curve(dev))
