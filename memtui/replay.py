@@ -351,10 +351,11 @@ class Replayer:
     def _open(self, name: str, start: np.ndarray, end: np.ndarray, i: int) -> np.ndarray:
         # The index where it is built; else every interval checked, which is what the index
         # answers too (the state sorts what it finds by address, so their order is no matter).
-        index = self.__dict__.get(name)
+        index: IntervalIndex | None = self.__dict__.get(name)
         if index is not None:
             return index.open_at(i)
-        return np.nonzero((start <= i) & (end > i))[0]
+        found: np.ndarray = np.nonzero((start <= i) & (end > i))[0]
+        return found
 
     def __getattr__(self, name: str) -> IntervalIndex:
         # Only reached for an index not built yet (indexed=False): build it now.

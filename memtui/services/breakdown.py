@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +22,7 @@ from memtui.analysis.callsites import CallSites
 from memtui.analysis.categories import CategoryTable, categorize
 from memtui.analysis.category_rules import CategoryRules, load_rules
 from memtui.analysis.live import allocated_curve, reserved_curve
-from memtui.analysis.live_tree import format_tree, live_tree
+from memtui.analysis.live_tree import TreeNode, format_tree, live_tree
 from memtui.model import DeviceModel, Snapshot
 from memtui.report.sections import Lines, Report
 from memtui.services.common import depth_option, device_index, device_option, top_option
@@ -31,6 +32,8 @@ from memtui.units import format_bytes
 SHORT = {"parameters": "params", "gradients": "grads", "optimizer_state": "optim", "activations": "activ",
          "temporaries": "temp", "other": "other", "unknown": "unknown"}
 BY = ("category", "site", "both", "tree")
+# The marker that ends a step, and each step's peak with the bytes per category there.
+Steps = tuple[str, list[tuple[StepPeak, "StepBreakdown"]]]
 
 
 @dataclass(frozen=True)
@@ -62,9 +65,9 @@ class BreakdownResult:
     calculator: BreakdownReport
     moment: Moment
     result: Breakdown
-    steps: tuple[str, list] | None
+    steps: Steps | None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         out = self.result.to_json(by="site" if self.options.by == "site" else "category")
         out["rules"] = self.rules.source or None
         if self.options.by == "tree":
@@ -120,7 +123,7 @@ class BreakdownReport:
             self.dev.reserved
         return breakdown(self.snapshot, self.dev, self.table, live, moment, reserved, self.sites, top)
 
-    def tree(self, moment: Moment):
+    def tree(self, moment: Moment) -> TreeNode:
         live = live_from_spans(self.table, self.dev, moment.event)
         return live_tree(self.snapshot, live, len(self.table.names))
 
@@ -197,7 +200,7 @@ def site_lines(result: Breakdown, names: list[str]) -> list[str]:
 MAX_STEP_LINES = 24
 
 
-def step_lines(steps) -> list[str]:
+def step_lines(steps: Steps) -> list[str]:
     name, rows = steps
     if not rows:
         return [f"steps ('{name}'): none"]
@@ -216,7 +219,7 @@ def step_lines(steps) -> list[str]:
     return lines
 
 
-def steps_json(steps) -> dict:
+def steps_json(steps: Steps) -> dict[str, Any]:
     name, rows = steps
     return {"marker": name, "steps": [
         {"step": p.step, "first": p.first, "last": p.last, "event": p.peak, "allocated": b.allocated,
@@ -231,7 +234,8 @@ def _short_bytes(n: int) -> str:
     return f"{number} {unit.replace('iB', '')}".strip() if n else "0"
 
 
-def categories_at(snapshot: Snapshot, dev: DeviceModel, event: int, rules: CategoryRules | None = None) -> dict:
+def categories_at(snapshot: Snapshot, dev: DeviceModel, event: int,
+                  rules: CategoryRules | None = None) -> dict[str, int]:
     """Bytes per category after ``event`` (a convenience for scripts and tests)."""
     report = BreakdownReport(snapshot, dev, rules)
     return report.at(Moment(int(np.clip(event, -1, max(len(dev.trace) - 1, -1))), "event"), 0).categories

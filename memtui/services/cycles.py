@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from memtui.analysis.cycles import CycleReport, find_cycles
 from memtui.model import Snapshot
@@ -23,7 +24,7 @@ class CyclesOptions:
 class CyclesResult:
     cycles: CycleReport
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return self.cycles.to_json()
 
     def report(self) -> Report:

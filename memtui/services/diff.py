@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from memtui.analysis.diff import MemoryDiff, MemoryView, diff_views, view_at_end, view_at_event
 from memtui.errors import UsageError
@@ -32,7 +33,7 @@ class DiffResult:
     diff: MemoryDiff
     options: DiffOptions
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return self.diff.to_json()
 
     def report(self) -> Report:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -51,11 +52,11 @@ class EventsResult:
     def truncated(self) -> bool:
         return self.next_start is not None
 
-    def rows(self) -> Iterator[dict]:
+    def rows(self) -> Iterator[dict[str, Any]]:
         t0 = self.snapshot.devices[self.device].time_origin_us
         return (event_row(self.snapshot, self.device, int(i), t0) for i in self.chosen)
 
-    def to_json(self) -> list[dict]:
+    def to_json(self) -> list[dict[str, Any]]:
         return list(self.rows())
 
     def lines(self) -> Iterator[str]:
@@ -92,7 +93,7 @@ def events(snapshot: Snapshot, options: EventsOptions) -> EventsResult:
                         int(chosen[-1]) + 1 if more else None)
 
 
-def event_row(snapshot: Snapshot, device: int, i: int, t0: float) -> dict:
+def event_row(snapshot: Snapshot, device: int, i: int, t0: float) -> dict[str, Any]:
     """One event as ``events --json`` prints it: the log's columns, then what the entry
     carries besides (compile context, user metadata as recorded, and for a backward
     allocation with ``forward_frames`` the forward line it ran for)."""

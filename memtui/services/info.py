@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from memtui.jsonvalue import json_value
-from memtui.model import Snapshot
+from memtui.model import DeviceModel, Snapshot
 from memtui.model.segments import BLOCK_STATES, pool_name
 from memtui.report.sections import Lines, Report
 from memtui.units import format_bytes
@@ -21,9 +22,9 @@ class InfoOptions:
 @dataclass
 class InfoResult:
     snapshot: Snapshot
-    summary: dict
+    summary: dict[str, Any]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return self.summary
 
     def report(self) -> Report:
@@ -34,12 +35,12 @@ def info(snapshot: Snapshot, options: InfoOptions) -> InfoResult:
     return InfoResult(snapshot, summarize(snapshot))
 
 
-def render_text(snapshot: Snapshot, summary: dict) -> str:
+def render_text(snapshot: Snapshot, summary: dict[str, Any]) -> str:
     """The summary as ``memtui info`` prints it."""
     return "\n".join(render_lines(snapshot, summary))
 
 
-def _live_at_end(dev) -> int:
+def _live_at_end(dev: DeviceModel) -> int:
     """Allocations made in the trace and never freed; for a filtered export (whose frees may
     have been left out) the live blocks the file holds."""
     if dev.partial_trace:
@@ -47,7 +48,7 @@ def _live_at_end(dev) -> int:
     return int(np.count_nonzero((dev.lives.start != -1) & (dev.lives.end == -1)))
 
 
-def _pools(dev) -> list[dict]:
+def _pools(dev: DeviceModel) -> list[dict[str, Any]]:
     """Each memory pool of the device's segments: torch's id, its name, segments, bytes."""
     segs = dev.segments
     out = []
@@ -60,7 +61,7 @@ def _pools(dev) -> list[dict]:
     return out
 
 
-def summarize(snapshot: Snapshot) -> dict:
+def summarize(snapshot: Snapshot) -> dict[str, Any]:
     """The documented ``info --json`` object."""
     devices = []
     overflowed = snapshot.trace_overflowed
@@ -114,7 +115,7 @@ def overflow_warning(snapshot: Snapshot) -> str:
             "dropped; blocks allocated before it are shown from the snapshot's segment list")
 
 
-def render_lines(snapshot: Snapshot, summary: dict) -> list[str]:
+def render_lines(snapshot: Snapshot, summary: dict[str, Any]) -> list[str]:
     lines = [f"{snapshot.name}  ({format_bytes(snapshot.source_size)})"]
     if snapshot.header:
         header = snapshot.header

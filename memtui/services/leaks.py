@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from memtui.analysis.leaks import LeakReport, find_leaks
 from memtui.model import Snapshot
@@ -26,7 +27,7 @@ class LeaksOptions:
 class LeaksResult:
     leaks: LeakReport
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return self.leaks.to_json()
 
     def report(self) -> Report:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from memtui.analysis.oom import OomDiagnosis, diagnose_ooms
 from memtui.model import Snapshot
@@ -29,7 +30,7 @@ class OomResult:
     device: int
     ooms: list[OomDiagnosis]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"device": self.device, "ooms": [d.to_json() for d in self.ooms]}
 
     def report(self) -> Report:

@@ -56,7 +56,7 @@ class Option:
             return f"between {_number(self.low)} and {_number(self.high)}"
         if self.low is not None:
             return f"{_number(self.low)} or more"
-        return f"{_number(self.high)} or less"
+        return f"{_number(self.high if self.high is not None else 0)} or less"
 
 
 def option(default: Any, help: str, **kwargs: Any) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from memtui.analysis.rank_overview import group_outliers, peak_histogram
 from memtui.analysis.ranks import compare_ranks
@@ -23,11 +24,11 @@ class RanksOptions:
 
 @dataclass
 class RanksResult:
-    data: dict  # ranks_json
-    summaries: list[dict]  # one per file, failed ones too
+    data: dict[str, Any]  # ranks_json
+    summaries: list[dict[str, Any]]  # one per file, failed ones too
     at: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return self.data
 
     def report(self) -> Report:
@@ -36,14 +37,15 @@ class RanksResult:
                             limit=FULL_TABLE_RANKS)
 
 
-def ranks(files: list[str], options: RanksOptions, runner, cache, progress: Callable | None = None) -> RanksResult:
+def ranks(files: list[str], options: RanksOptions, runner: Any, cache: Any,
+          progress: Callable[[int, int, int], None] | None = None) -> RanksResult:
     """Summarise ``files`` (on ``runner``, through the summary ``cache``) and compare them.
     ``progress(done, total, failed)`` is told as files finish."""
     summaries = summarize_files(files, depth=options.depth, progress=progress, cache=cache, runner=runner)
     return RanksResult(ranks_json(summaries, options.at), summaries, options.at)
 
 
-def ranks_json(summaries: list[dict], moment: str = "peak") -> dict:
+def ranks_json(summaries: list[dict[str, Any]], moment: str = "peak") -> dict[str, Any]:
     """What ``ranks --json`` prints: :func:`compare_ranks` with the outlier groups and the
     histogram of peaks."""
     result = compare_ranks(summaries, moment)

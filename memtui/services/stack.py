@@ -8,6 +8,7 @@ user to pick one; with exactly one, its stacks are shown as for its address_n.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from memtui.errors import UsageError
 from memtui.model import Match, Snapshot, metadata
@@ -40,13 +41,13 @@ class StackOptions:
 @dataclass
 class StackResult:
     query: str
-    found: dict | list[dict]  # one allocation (describe_match), or a row per allocation (life_row)
+    found: dict[str, Any] | list[dict[str, Any]]  # one allocation (describe_match), or a row per allocation (life_row)
 
     @property
     def listing(self) -> bool:
         return isinstance(self.found, list)
 
-    def to_json(self) -> dict | list[dict]:
+    def to_json(self) -> dict[str, Any] | list[dict[str, Any]]:
         return self.found
 
     def report(self) -> Report:
@@ -59,7 +60,7 @@ def stack(snapshot: Snapshot, options: StackOptions) -> StackResult:
     return StackResult(options.address_n, allocation_json(snapshot, options.address_n, options.all_frames))
 
 
-def describe_match(snapshot: Snapshot, match: Match, all_frames: bool) -> dict:
+def describe_match(snapshot: Snapshot, match: Match, all_frames: bool) -> dict[str, Any]:
     """Everything about one allocation: its events and their stacks (a backward allocation's
     forward stack too), the labels ``annotate`` entries gave it, its pool, and whether it is
     a ghost block (live in the snapshot, allocated before the trace)."""
@@ -91,25 +92,26 @@ def describe_match(snapshot: Snapshot, match: Match, all_frames: bool) -> dict:
         size = int(dev.blocks.size[match.block])
     result = {"device": match.device, "address_n": match.address_n, "size": size, "events": events}
     if match.block != NONE:
-        result["block"] = {
+        block: dict[str, Any] = {
             "state": dev.blocks.state_names[int(dev.blocks.state[match.block])],
             "stack": _frames(snapshot, int(dev.blocks.stack[match.block]), all_frames),
             "ghost": bool(dev.ghost_blocks[match.block]),
         }
         if int(dev.blocks.fwd[match.block]) >= 0:
-            result["block"]["forward_stack"] = _frames(snapshot, int(dev.blocks.fwd[match.block]), True)
+            block["forward_stack"] = _frames(snapshot, int(dev.blocks.fwd[match.block]), True)
+        result["block"] = block
         segs = dev.segments
         result["pool"] = pool_name(segs.pools[int(segs.pool[int(dev.blocks.segment[match.block])])])
     if match.kind == "block":
         notes = dev.annotations
-        found = notes.of_life(match.life) if match.life != NONE else \
+        found: Any = notes.of_life(match.life) if match.life != NONE else \
             notes.of_block(match.block) if match.block != NONE else []
         result["annotations"] = [_annotation(snapshot, match.device, int(j), all_frames) for j in found]
     result["alloc_in_trace"] = "alloc" in events or "segment_alloc" in events
     return result
 
 
-def _annotation(snapshot: Snapshot, device: int, j: int, all_frames: bool) -> dict:
+def _annotation(snapshot: Snapshot, device: int, j: int, all_frames: bool) -> dict[str, Any]:
     dev = snapshot.devices[device]
     sid = int(dev.trace.meta[j])
     value = snapshot.strings.raw(sid)
@@ -118,20 +120,20 @@ def _annotation(snapshot: Snapshot, device: int, j: int, all_frames: bool) -> di
             "stack": _frames(snapshot, int(dev.trace.stack[j]), all_frames)}
 
 
-def _frames(snapshot: Snapshot, sid: int, all_frames: bool) -> list[dict]:
+def _frames(snapshot: Snapshot, sid: int, all_frames: bool) -> list[dict[str, Any]]:
     if sid < 0:
         return []
     return [snapshot.stacks.frame_dict(f) for f in snapshot.stacks.visible_frames(sid, all_frames)]
 
 
-def life_row(snapshot: Snapshot, match: Match) -> dict:
+def life_row(snapshot: Snapshot, match: Match) -> dict[str, Any]:
     """One allocation in brief: its address_n, event indices, size and top frame."""
     dev = snapshot.devices[match.device]
     segment = match.kind == "segment"
     lives = dev.segment_lives if segment else dev.lives
     columns = ([("segment_alloc", lives.start), ("segment_free", lives.end)] if segment else
                [("alloc", lives.start), ("free_requested", lives.request), ("free_completed", lives.end)])
-    row: dict = {"device": match.device, "address_n": match.address_n}
+    row: dict[str, Any] = {"device": match.device, "address_n": match.address_n}
     for label, column in columns:
         i = int(column[match.life]) if match.life != NONE else NONE
         row[label] = i if i != NONE else None
@@ -166,7 +168,7 @@ def _allocations(matches: list[Match]) -> list[Match]:
     return list(by_name.values())
 
 
-def allocation_json(snapshot: Snapshot, text: str, all_frames: bool = False) -> dict | list[dict]:
+def allocation_json(snapshot: Snapshot, text: str, all_frames: bool = False) -> dict[str, Any] | list[dict[str, Any]]:
     """What ``stack --json`` prints for ``text``: one allocation's stacks (a dict, see
     :func:`describe_match`), or for a bare address made several allocations, a row per
     allocation (a list, see :func:`life_row`). UsageError when ``text`` names none."""
@@ -187,7 +189,7 @@ def allocation_json(snapshot: Snapshot, text: str, all_frames: bool = False) -> 
     return describe_match(snapshot, match, all_frames)
 
 
-def allocation_lines(info: dict) -> list[str]:
+def allocation_lines(info: dict[str, Any]) -> list[str]:
     """One allocation's stacks as ``memtui stack`` prints them."""
     out: list[str] = []
     pool = f"  {info['pool']}" if "pool" in info else ""
@@ -218,7 +220,7 @@ def allocation_lines(info: dict) -> list[str]:
     return out
 
 
-def listing_lines(rows: list[dict], query: str) -> list[str]:
+def listing_lines(rows: list[dict[str, Any]], query: str) -> list[str]:
     """Every allocation made at a bare address, one line each."""
     segment = "segment_alloc" in rows[0]
     what = "segment allocations" if segment else "allocations"
@@ -238,7 +240,7 @@ def _index(i: int | None) -> str:
     return "-" if i is None else f"{i:,}"
 
 
-def stack_lines(frames: list[dict], no_stack: str = "", indent: str = "  ") -> list[str]:
+def stack_lines(frames: list[dict[str, Any]], no_stack: str = "", indent: str = "  ") -> list[str]:
     out = []
     if not frames:
         out.append(f"{indent}({no_stack or 'no stack recorded'})")

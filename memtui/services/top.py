@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from memtui.model import Snapshot
+from memtui.model import DeviceModel, Snapshot
 from memtui.model.segments import ALLOCATED, PENDING_FREE
 from memtui.report.sections import Lines, Report
 from memtui.services.options import option
@@ -26,10 +27,10 @@ class TopOptions:
 
 @dataclass
 class TopResult:
-    rows: list[dict]  # the largest n, largest first
+    rows: list[dict[str, Any]]  # the largest n, largest first
     total: int  # live blocks in all (on the device asked for)
 
-    def to_json(self) -> list[dict]:
+    def to_json(self) -> list[dict[str, Any]]:
         return self.rows
 
     def report(self) -> Report:
@@ -52,17 +53,18 @@ def top(snapshot: Snapshot, options: TopOptions) -> TopResult:
     return TopResult(largest_live_blocks(snapshot, options.n, options.device), total)
 
 
-def _live(dev) -> np.ndarray:
-    return (dev.blocks.state == ALLOCATED) | (dev.blocks.state == PENDING_FREE)
+def _live(dev: DeviceModel) -> np.ndarray:
+    live: np.ndarray = (dev.blocks.state == ALLOCATED) | (dev.blocks.state == PENDING_FREE)
+    return live
 
 
-def largest_live_blocks(snapshot: Snapshot, n: int, device: int | None = None) -> list[dict]:
+def largest_live_blocks(snapshot: Snapshot, n: int, device: int | None = None) -> list[dict[str, Any]]:
     rows = []
     for dev in snapshot.devices:
         if device is not None and dev.device != device:
             continue
-        for b in np.nonzero(_live(dev))[0]:
-            rows.append((int(dev.blocks.size[b]), dev, int(b)))
+        for k in np.nonzero(_live(dev))[0]:
+            rows.append((int(dev.blocks.size[k]), dev, int(k)))
     rows.sort(key=lambda r: -r[0])
     out = []
     for size, dev, b in rows[: max(n, 0)]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from memtui.analysis.whatif import ProgressFn, WhatIf, what_if
 from memtui.model import Snapshot
@@ -35,7 +36,7 @@ class WhatIfOptions:
 class WhatIfResult:
     whatif: WhatIf
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return self.whatif.to_json()
 
     def report(self) -> Report:
