@@ -87,12 +87,23 @@ def watcher(args) -> None:
     ooms: list[dict] = []
     oom_state: list[float] = []  # arrival of each state or delta holding an oom entry
     reads: list[float] = []
+    seg_marks: dict[int, float] = {}  # marker size -> when the state's segments first held it
+    oom_in_state: list[float] = []  # when the state first held each oom message
 
     def hook(state_apply):
         def apply(message):
             now = time.time()
             state_apply(message)
             kind = message["kind"]
+            if kind in ("state", "delta"):
+                for seg in client.state.segments:  # the segments the view's map is drawn from
+                    for b in seg.get("blocks") or []:
+                        size = b.get("size") or 0
+                        if (b.get("state") == "active_allocated" and size >= MARK_BASE
+                                and (size - MARK_BASE) % MARK_STEP == 0):
+                            seg_marks.setdefault(size, time.time())
+            if kind == "oom":
+                oom_in_state.append(time.time())
             if kind == "counters" and message["devices"]:
                 samples.append((now, message["devices"][0]["allocated"]))
             elif kind in ("state", "delta"):
@@ -136,6 +147,8 @@ def watcher(args) -> None:
         elif words[0] == "report":
             print(json.dumps({"marks": {str(k): v for k, v in marks.items()}, "samples": samples[-20000:],
                               "ooms": ooms, "oom_state": oom_state, "reads": len(reads),
+                              "seg_marks": {str(k): v for k, v in seg_marks.items()}, "oom_in_state": oom_in_state,
+                              "gaps": client.state.gaps if client else None,
                               "missed": client.state.missed if client else None}), flush=True)
         elif words[0] == "quit":
             break

@@ -13,6 +13,11 @@ The job comes first:
 - the counters (cheap) go out at every tick; the trace (``_snapshot()``, whose cost grows
   with the recorded history) is read only while a watcher wants it, and no more often
   than keeps its measured cost under ``trace_budget`` of the wall time;
+- where the probe can read the segments alone (``segments()``: torch's snapshot without
+  its trace, whose cost does not grow with the history), the segment map and the call
+  sites follow at the tick after the counters change, each kind of read within its own
+  ``trace_budget``: the map is never older than a tick or two, the event log's tail as
+  old as the budget makes it;
 - nothing is read at all while no watcher is attached.
 """
 
@@ -49,6 +54,9 @@ class Probe(Protocol):
 
     def events(self) -> list[dict]: ...
 
+    # Optional: ``segments()``, the segments alone (a list), or None where it cannot be had
+    # cheaply. A probe without it gets trace reads only.
+
 
 class Watcher:
     """One connected watcher: its socket, its queue of whole frames, what it missed."""
@@ -73,6 +81,8 @@ class ServerStats:
         self.ticks = 0
         self.trace_reads = 0
         self.trace_seconds = 0.0  # wall time inside snapshot(), delta and encoding
+        self.segment_reads = 0
+        self.segment_seconds = 0.0  # wall time inside segments(), packing and encoding
         self.state_seconds = 0.0  # of which packing whole states for watchers that attached
         self.cpu_seconds = 0.0  # the server thread's CPU time, all of it
         self.bytes_sent = 0
@@ -82,6 +92,7 @@ class ServerStats:
     def to_json(self) -> dict:
         return {"ticks": self.ticks, "trace_reads": self.trace_reads, "trace_seconds": self.trace_seconds,
                 "state_seconds": self.state_seconds,
+                "segment_reads": self.segment_reads, "segment_seconds": self.segment_seconds,
                 "cpu_seconds": self.cpu_seconds, "bytes_sent": self.bytes_sent, "dropped": self.dropped,
                 "uptime": time.monotonic() - self.started}
 
@@ -104,6 +115,8 @@ class LiveServer:
         self._cursor = Cursor()
         self._frames = wire.FrameTable()
         self._next_trace = 0.0
+        self._next_segments = 0.0
+        self._counted: tuple | None = None  # the counters at the last segments read
         self._seq = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -264,7 +277,8 @@ class LiveServer:
             self._posted.append(message)
         self._send_posted()
         self._seq += 1
-        counters = {"kind": p.COUNTERS, "seq": self._seq, "t": time.time(), "devices": self.probe.counters(),
+        devices = self.probe.counters()
+        counters = {"kind": p.COUNTERS, "seq": self._seq, "t": time.time(), "devices": devices,
                     "server": self.stats.to_json()}
         frame = p.encode(counters)
         for w in subscribed:
@@ -273,7 +287,44 @@ class LiveServer:
         full = [w for w in subscribed if w.mode == p.FULL]
         if full and now >= self._next_trace:
             self._send_trace(full)
+            self._counted = self._fingerprint(devices)
+        elif full and now >= self._next_segments:
+            self._send_segments(full, devices)
         self._flush_all()
+
+    @staticmethod
+    def _fingerprint(devices: list[dict]) -> tuple:
+        return tuple((d.get("device"), d.get("allocated"), d.get("reserved"), d.get("active")) for d in devices)
+
+    def _send_segments(self, full: list[Watcher], devices: list[dict]) -> None:
+        """The segments alone, to the watchers in step, when the counters moved since the last read.
+
+        Reading nothing while the counters stand still keeps an idle job's ring buffer free of
+        the ``snapshot`` entry torch records at every read; every change of the segments moves
+        a counter (an allocation moves ``allocated``, a cache change ``reserved``).
+        """
+        read = getattr(self.probe, "segments", None)
+        fingerprint = self._fingerprint(devices)
+        if read is None or fingerprint == self._counted or not any(w.in_sync for w in full):
+            return
+        started = time.perf_counter()
+        segments = read()
+        if segments is None:  # this torch cannot read the segments alone: trace reads only
+            self._next_segments = float("inf")
+            return
+        self._counted = fingerprint
+        table = self._frames
+        packed = wire.pack_segments(segments, table)
+        first, frames = table.new_frames()
+        delta = p.encode({"kind": p.DELTA, "seq": self._seq, "t": time.time(), "frames_from": first,
+                          "frames": frames, "segments": packed, "traces": {}, "annotations": [], "gap": False})
+        for w in full:
+            if w.in_sync:
+                self._enqueue(w, delta, p.DELTA)
+        cost = time.perf_counter() - started
+        self.stats.segment_reads += 1
+        self.stats.segment_seconds += cost
+        self._next_segments = time.monotonic() + max(self.interval, cost / max(self.trace_budget, 1e-6))
 
     def _send_trace(self, full: list[Watcher], snapshot: dict | None = None) -> None:
         started = time.perf_counter()

@@ -8,6 +8,9 @@ knows nothing of torch; this file answers its three questions from inside the jo
   this process uses;
 - ``snapshot()``: ``torch.cuda.memory._snapshot()``, whose cost grows with the history, so
   the server calls it only for a watcher that wants the trace, within its time budget;
+- ``segments()``: the allocator's snapshot without its trace (``include_traces`` false, in
+  torch since early 2026), whose cost is that of the blocks alive, not of the history: the
+  map and the call sites, as often as the counters change; None where torch cannot;
 - steps (``memtui.record.step()``) and OOMs (the allocator's OOM observer) are posted the
   moment they happen; at an OOM the snapshot is taken inside the failing allocation, so
   the watcher sees the state that failed.
@@ -50,6 +53,10 @@ class TorchProbe:
         self._nested = getattr(torch._C, "_cuda_memoryStats", None)
         self._fractions: dict[int, tuple[float, float]] = {}  # device -> (when read, fraction)
         self._devices: tuple[float, list[int]] = (-2.0, [home_device])
+        # The C entry point takes (pool id, pool id, include_traces); (0, 0) is every pool.
+        # A torch without the flag refuses the triple: then there is no cheap way to the segments.
+        self._memory_snapshot = getattr(torch._C, "_cuda_memorySnapshot", None)
+        self._segments_alone = self._memory_snapshot is not None
 
     def _stats(self, d: int) -> dict:
         """``allocated``, ``reserved``, ``active``, ``peak_allocated``, ``ooms``, ``retries`` of device ``d``."""
@@ -112,6 +119,15 @@ class TorchProbe:
 
     def snapshot(self) -> dict:
         return backend.take_snapshot(self.torch)
+
+    def segments(self) -> list | None:
+        if not self._segments_alone:
+            return None
+        try:
+            return list(self._memory_snapshot((0, 0, False))["segments"])
+        except (TypeError, RuntimeError, KeyError):
+            self._segments_alone = False
+            return None
 
     def events(self) -> list[dict]:
         return []  # steps and OOMs are posted by their own hooks, the moment they happen

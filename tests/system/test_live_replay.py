@@ -235,3 +235,49 @@ def test_a_replay_midway_serves_the_segments_of_that_moment():
         state = Replayer(end.devices[0]).state_at(n - 1)
         assert midway.devices[0].reserved == state.reserved
         assert midway.devices[0].allocated == state.allocated
+
+
+class MapProbe(SlowProbe):
+    """A replay whose trace is slow to read and whose segments alone are cheap, as in torch 2.11."""
+
+    def __init__(self, raw: dict) -> None:
+        super().__init__(raw, rate=1.0)
+        self.extra: list[dict] = []
+        self.segment_reads = 0
+
+    def revealed(self) -> int:
+        return len(self.raw["device_traces"][0])  # the recording stands still: only `extra` moves
+
+    def counters(self) -> list[dict]:
+        rows = super().counters()
+        rows[0]["allocated"] += sum(s["allocated_size"] for s in self.extra)
+        return rows
+
+    def segments(self) -> list[dict]:
+        self.segment_reads += 1
+        return list(self.raw.get("segments") or []) + self.extra
+
+
+def test_the_map_follows_the_counters_between_trace_reads(live_dir):
+    raw = read_snapshot(str(OOM_FILE))
+    info = JobInfo(pid=os.getpid(), socket=socket_path(live_dir, os.getpid(), None), started=time.time())
+    probe = MapProbe(raw)
+    # 50 ms a trace read at 0.1% of the wall time: the next one 50 s away, past this test
+    server = LiveServer(probe, info, interval=0.02, trace_budget=0.001, min_trace_interval=0.0).start()
+    try:
+        client = LiveClient(info).connect()
+        assert client.wait_for(lambda s: s.has_state, 5)
+        events, reads = client.state.events(), server.stats.trace_reads
+        time.sleep(0.2)
+        assert probe.segment_reads == 0  # the counters stood still: nothing read, nothing recorded
+        size = 7 << 20
+        probe.extra = [{"device": 0, "address": 1 << 45, "total_size": size, "allocated_size": size,
+                        "active_size": size, "requested_size": size, "stream": 0, "segment_type": "large",
+                        "blocks": [{"address": 1 << 45, "size": size, "requested_size": size,
+                                    "state": "active_allocated", "frames": []}]}]
+        assert client.wait_for(lambda s: any(seg["address"] == 1 << 45 for seg in s.segments), 2)
+        assert server.stats.trace_reads == reads and client.state.events() == events  # no trace read
+        assert 1 <= probe.segment_reads <= 3  # once per change of the counters, not at every tick
+        client.close()
+    finally:
+        server.stop()

@@ -55,3 +55,28 @@ def test_a_per_process_cap_bounds_the_limit():
     torch, _ = fake_torch({0: 1 << 30}, fraction=0.05)
     row = TorchProbe(torch, home_device=0).counters()[0]
     assert row["limit"] == int((80 << 30) * 0.05)
+
+
+def test_the_segments_alone_come_from_a_snapshot_without_its_trace_or_not_at_all():
+    asked = []
+
+    def memory_snapshot(arg):
+        asked.append(arg)
+        if len(arg) != 3:
+            raise RuntimeError("mempool_id must be a tuple of 2 integers")
+        return {"segments": [{"address": 1, "blocks": []}], "device_traces": []}
+
+    torch, _ = fake_torch({0: 1 << 30})
+    torch._C._cuda_memorySnapshot = memory_snapshot
+    probe = TorchProbe(torch, home_device=0)
+    assert probe.segments() == [{"address": 1, "blocks": []}]
+    assert asked == [(0, 0, False)]  # every pool, no trace
+
+    def older(arg):  # a torch before include_traces refuses the triple
+        raise RuntimeError("mempool_id must be a tuple of 2 integers")
+
+    torch._C._cuda_memorySnapshot = older
+    probe = TorchProbe(torch, home_device=0)
+    assert probe.segments() is None and probe.segments() is None
+    del torch._C._cuda_memorySnapshot
+    assert TorchProbe(torch, home_device=0).segments() is None
