@@ -112,6 +112,20 @@ def _private_cache_home(tmp_path_factory):
         os.environ["XDG_CACHE_HOME"] = previous
 
 
+def pytest_sessionfinish(session):
+    """A test worker (pytest-xdist) hands its fuzz case counts to the controller, which prints them."""
+    from tests.fixtures.snapshot_strategies import CASES_RUN
+
+    if hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["fuzz_cases"] = dict(CASES_RUN)
+
+
+def pytest_testnodedown(node, error):
+    from tests.fixtures.snapshot_strategies import CASES_RUN
+
+    CASES_RUN.update(getattr(node, "workeroutput", {}).get("fuzz_cases", {}))
+
+
 def pytest_terminal_summary(terminalreporter):
     """How many fuzz cases ran (set MEMTUI_FUZZ_EXAMPLES for a long run)."""
     from tests.fixtures.snapshot_strategies import CASES_RUN
