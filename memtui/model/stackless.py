@@ -54,7 +54,7 @@ def stackless_context(snapshot, device: int, i: int) -> StacklessContext | None:
     if action in _FREES and not dev.actions_with_stacks & _FREES:
         return StacklessContext("this recording keeps no stacks for frees (context='alloc' records stacks at "
                                 "allocation only)", "", NONE, False)
-    before = int(dev.last_stacked_before[i])
+    before = nearest_stacked_before(stack, i)
     if before == NONE:
         return StacklessContext("no stack: recorded on a thread without Python frames, before any event with a "
                                 "stack", "", NONE, False)
@@ -78,6 +78,20 @@ def last_stacked_before(stack: np.ndarray) -> np.ndarray:
     out[1:] = running[:-1]
     out[out < 0] = NONE
     return out
+
+
+def nearest_stacked_before(stack: np.ndarray, i: int) -> int:
+    """``last_stacked_before(stack)[i]`` for one event, looking back only as far as it must:
+    the explorer asks for the event under the cursor, and the whole array at ten million
+    events took a second on the first key that landed on an event without a stack."""
+    end, width = i, 256
+    while end > 0:
+        begin = max(0, end - width)
+        found = np.flatnonzero(stack[begin:end] >= 0)
+        if len(found):
+            return begin + int(found[-1])
+        end, width = begin, width * 4
+    return NONE
 
 
 def _in_backward(stacks, sid: int) -> bool:

@@ -103,3 +103,28 @@ def test_the_explorers_curves_are_the_analysis_ones(path):
     snap = open_snapshot(path)
     for d, dev in enumerate(snap.devices):
         assert np.array_equal(build_device_view(snap, d).allocated, allocated_curve(dev))
+
+
+@pytest.mark.parametrize("path", every_real_file())
+def test_the_nearest_stacked_event_is_the_arrays(path):
+    # The inspector looks back from one event; the whole array is the reference.
+    from memtui.model.stackless import last_stacked_before, nearest_stacked_before
+
+    for dev in open_snapshot(path).devices:
+        stack = dev.trace.stack
+        whole = last_stacked_before(stack)
+        for i in sorted({0, len(stack) - 1, *np.linspace(0, max(len(stack) - 1, 0), 40).astype(int).tolist()}):
+            if len(stack):
+                assert nearest_stacked_before(stack, i) == int(whole[i]), i
+
+
+def test_the_nearest_stacked_event_far_back_and_none():
+    from memtui.model.lifetimes import NONE
+    from memtui.model.stackless import last_stacked_before, nearest_stacked_before
+
+    stack = np.full(100_000, -1, np.int32)
+    stack[[3, 70_000]] = 5
+    whole = last_stacked_before(stack)
+    for i in (0, 3, 4, 69_999, 70_000, 70_001, 99_999):
+        assert nearest_stacked_before(stack, i) == int(whole[i])
+    assert nearest_stacked_before(stack, 3) == NONE
