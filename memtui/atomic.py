@@ -16,7 +16,7 @@ import os
 import re
 import socket
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import BinaryIO
 
@@ -85,27 +85,17 @@ def remove_temp_files_being_written() -> None:
 def remove_orphaned_temp_files(directory: str | os.PathLike) -> list[str]:
     """Delete the temporary files in ``directory`` whose writer, a memtui process on this
     host, is gone; returns their paths. Anything else is left alone."""
-    removed: list[str] = []
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return removed
-    for name in names:
-        match = _TEMP_NAME.match(name)
-        if match is None or match["host"] != _HOST or _process_alive(int(match["pid"])):
-            continue
-        full = os.path.join(directory, name)
-        try:
-            os.unlink(full)
-        except OSError:
-            continue
-        removed.append(full)
-    return removed
+    return _remove_temp_files(directory, lambda pid: not _process_alive(pid))
 
 
 def remove_own_temp_files(directory: str | os.PathLike) -> list[str]:
     """Delete the temporary files this process is writing in ``directory`` (its writers are
     being abandoned as the process ends); returns their paths."""
+    return _remove_temp_files(directory, lambda pid: pid == os.getpid())
+
+
+def _remove_temp_files(directory: str | os.PathLike, writer_matches: Callable[[int], bool]) -> list[str]:
+    """Delete this host's temporary files in ``directory`` whose writer's pid ``writer_matches``."""
     removed: list[str] = []
     try:
         names = os.listdir(directory)
@@ -113,7 +103,7 @@ def remove_own_temp_files(directory: str | os.PathLike) -> list[str]:
         return removed
     for name in names:
         match = _TEMP_NAME.match(name)
-        if match is None or match["host"] != _HOST or int(match["pid"]) != os.getpid():
+        if match is None or match["host"] != _HOST or not writer_matches(int(match["pid"])):
             continue
         full = os.path.join(directory, name)
         try:

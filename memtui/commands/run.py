@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from memtui.commands._argtypes import positive_int
 from memtui.errors import UsageError
 
 NAME = "run"
@@ -13,16 +14,6 @@ HELP = (
     "through a ROCm build). Other accelerators (XPU, NPU, MPS) are not recorded by memtui run: record with "
     "torch.<device>.memory._record_memory_history and _dump_snapshot, then open the file with memtui."
 )
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

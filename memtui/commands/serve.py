@@ -7,7 +7,6 @@ and browser sessions cannot write files unless ``--export-dir`` names where.
 
 from __future__ import annotations
 
-import argparse
 import getpass
 import ipaddress
 import os
@@ -16,6 +15,7 @@ import socket
 import sys
 from urllib.parse import quote
 
+from memtui.commands._argtypes import positive_int
 from memtui.errors import UsageError
 from memtui.load import inspect_source
 
@@ -47,16 +47,6 @@ def add_arguments(parser) -> None:
     parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                         help="also answer requests that name NAME as their host (a proxy's name); "
                              "IP addresses, localhost and this machine's names are always answered")
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def is_loopback(host: str) -> bool:
