@@ -11,6 +11,7 @@ import json
 import lzma
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,15 @@ def big_trace(tmp_path_factory) -> Path:
     with lzma.open(src) as fin, open(out, "wb") as fout:
         shutil.copyfileobj(fin, fout, 1 << 20)
     return out
+
+
+@pytest.fixture
+def live_dir(monkeypatch):
+    """A private runtime folder for live jobs' sockets (short: a Unix socket's path must fit in about 100 bytes)."""
+    folder = tempfile.mkdtemp(prefix="mtl", dir="/tmp")
+    monkeypatch.setenv("MEMTUI_RUNTIME_DIR", folder)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

@@ -4,17 +4,13 @@ the real server, read by the real watcher; and what happens when either side goe
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 from pathlib import Path
-
-import pytest
 
 from memtui.live import protocol as p
 from memtui.live.client import LiveClient, read_status
@@ -32,15 +28,6 @@ ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_snapshots"
 OOM_FILE = SAMPLES / "oom_training.pickle.xz"
 STEPS_FILE = SAMPLES / "train_steps_3_6.pickle.xz"
-
-
-@pytest.fixture
-def live_dir(monkeypatch):
-    # Short: a Unix socket's path must fit in about 100 bytes.
-    folder = tempfile.mkdtemp(prefix="mtl", dir="/tmp")
-    monkeypatch.setenv("MEMTUI_RUNTIME_DIR", folder)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def comparable(summary: dict) -> dict:

@@ -4,23 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import tempfile
-
-import pytest
 
 from memtui.cli import main
 from memtui.live.replay_source import serve_replay
 from tests.conftest import SAMPLES
-
-
-@pytest.fixture
-def live_dir(monkeypatch):
-    folder = tempfile.mkdtemp(prefix="mtc", dir="/tmp")
-    monkeypatch.setenv("MEMTUI_RUNTIME_DIR", folder)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_list_status_and_refusals(live_dir, capsys):

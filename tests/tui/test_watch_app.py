@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,14 +15,6 @@ from memtui.tui.screens.main import MainScreen
 from memtui.tui.watch_app import WatchApp
 
 OOM_FILE = Path(__file__).resolve().parents[2] / "sample_snapshots" / "oom_training.pickle.xz"
-
-
-@pytest.fixture
-def live_dir(monkeypatch):
-    folder = tempfile.mkdtemp(prefix="mtw", dir="/tmp")
-    monkeypatch.setenv("MEMTUI_RUNTIME_DIR", folder)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 async def until(pilot, predicate, timeout=10.0):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,14 +9,6 @@ import pytest
 from memtui.live.replay_source import serve_replay
 from tests.conftest import SAMPLES
 from tests.system.web.test_serve_browser import CHROMIUM, CHROMIUM_FLAGS, TerminalText, start_serve
-
-
-@pytest.fixture
-def live_dir(monkeypatch):
-    folder = tempfile.mkdtemp(prefix="mts", dir="/tmp")
-    monkeypatch.setenv("MEMTUI_RUNTIME_DIR", folder)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_each_session_runs_memtui_watch_and_writes_only_where_allowed():
