@@ -41,14 +41,16 @@ class Annotations:
         mask = self.life == life
         if before is not None:
             mask &= self.event <= before
-        return self.event[mask]
+        found: np.ndarray = self.event[mask]
+        return found
 
     def of_block(self, block: int, before: int | None = None) -> np.ndarray:
         """Trace indices of the annotations of one of the snapshot's blocks."""
         mask = self.block == block
         if before is not None:
             mask &= self.event <= before
-        return self.event[mask]
+        found: np.ndarray = self.event[mask]
+        return found
 
     def row_of_event(self, i: int) -> int:
         pos = int(np.searchsorted(self.event, i))

@@ -23,7 +23,7 @@ class Finding:
     device: int | None
     message: str
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         return {"level": self.level, "device": self.device, "message": self.message}
 
 

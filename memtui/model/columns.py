@@ -16,7 +16,8 @@ import math
 import numpy as np
 
 
-def int_column(values: list, field: str, warnings: list[str], default: int = 0, wide: bool = False) -> np.ndarray:
+def int_column(values: list[object], field: str, warnings: list[str], default: int = 0,
+               wide: bool = False) -> np.ndarray:
     """int64 column; bad values become ``default`` (reported in ``warnings``).
 
     With ``wide`` (addresses) values past 63 bits stay exact in a uint64 or, past 64
@@ -40,7 +41,7 @@ def int_column(values: list, field: str, warnings: list[str], default: int = 0, 
         return np.array(values, dtype=object)
 
 
-def float_column(values: list, field: str, warnings: list[str]) -> np.ndarray:
+def float_column(values: list[object], field: str, warnings: list[str]) -> np.ndarray:
     """float64 column; None and unreadable values become NaN."""
     try:
         return _one_dimensional(np.array(values, dtype=np.float64)) if values else np.zeros(0, np.float64)
@@ -71,9 +72,9 @@ def _one_dimensional(array: np.ndarray) -> np.ndarray:
     return array
 
 
-def _sanitize_ints(values: list, field: str, warnings: list[str], default: int, wide: bool) -> list:
+def _sanitize_ints(values: list[object], field: str, warnings: list[str], default: int, wide: bool) -> list[object]:
     bad = 0
-    out = []
+    out: list[object] = []
     for v in values:
         if isinstance(v, float) and math.isfinite(v) and abs(v) < 2**63:
             v = int(v)

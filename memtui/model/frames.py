@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import deque
 from itertools import compress, repeat
+from typing import Any, cast
 
 import numpy as np
 
@@ -37,6 +38,8 @@ from memtui.model.relevance import (
 from memtui.model.strings import StringTable, text_of
 
 NO_STACK = -1
+# A frame's content: filename, line, name and its extra (key, value) pairs.
+FrameKey = tuple[str, int, str, tuple[tuple[str, str], ...]]
 _WHOLE = slice(None)
 _PLAIN_KEYS = frozenset(("filename", "line", "name"))
 
@@ -76,8 +79,8 @@ class FrameTable:
 
     def __init__(self, strings: StringTable) -> None:
         self.strings = strings
-        self._keys: list[tuple] = []
-        self._by_content: dict[tuple, int] = {}
+        self._keys: list[FrameKey] = []
+        self._by_content: dict[FrameKey, int] = {}
         self.filename = np.zeros(0, np.int32)
         self.line = np.zeros(0, np.int64)
         self.name = np.zeros(0, np.int32)
@@ -111,7 +114,7 @@ class FrameTable:
             raise UnplainValue("a frame holds a value that is not plain")
         if not 0 <= line < 1 << 62:
             line = 0
-        extras = ()
+        extras: tuple[tuple[str, str], ...] = ()
         if len(frame) > 3 or not _PLAIN_KEYS.issuperset(frame):
             extras = tuple((k, v) for k, v in frame.items() if k not in _PLAIN_KEYS)
             if any(type(k) is not str or type(v) is not str for k, v in extras):
@@ -125,7 +128,7 @@ class FrameTable:
         filename, number, name = parsed[0] if parsed else ("", 0, text.strip())
         return self._intern_key((filename, number, name, ((FORWARD_TEXT, text),)))
 
-    def _intern_key(self, key: tuple) -> int:
+    def _intern_key(self, key: FrameKey) -> int:
         fid = self._by_content.get(key)
         if fid is None:
             fid = len(self._keys)
@@ -228,18 +231,18 @@ class StackTable:
         self.frames = frames
         self._flat: list[int] = []
         self._offsets: list[int] = [0]
-        self._by_content: dict[tuple, int] = {}
+        self._by_content: dict[tuple[int, ...], int] = {}
         self._by_identity: dict[int, int] = {}
         self._keepalive: list[object] = []
         self._frame_identity: dict[int, int] = {}
         self._tokens: dict[int, StackToken] = {}
-        self._by_frame_ids: dict[tuple, int] = {(): NO_STACK}
+        self._by_frame_ids: dict[tuple[int, ...], int] = {(): NO_STACK}
         self._token_items: dict[int, tuple[StackToken]] = {}
         self.flat = np.zeros(0, np.int32)
         self.offsets = np.zeros(1, np.int64)
         self.label = np.zeros(0, np.int32)  # label frame of each stack (model/relevance.py), or -1
         self._forward_by_identity: dict[int, int] = {}
-        self._forward_by_content: dict[tuple, int] = {}
+        self._forward_by_content: dict[tuple[str, ...], int] = {}
 
     def intern_forward(self, lines: object) -> int:
         """Stack id of a ``forward_frames`` list (formatted traceback lines, outermost first),
@@ -322,17 +325,19 @@ class StackTable:
         frames[:] = (token,)
         return sid
 
-    def intern_plain_batch(self, frame_lists: list) -> list[int]:
+    def intern_plain_batch(self, frame_lists: list[Any]) -> list[int]:
         """:meth:`intern_plain` of each item, with the common cases done in C.
 
         A list seen before (it holds its token) or a new list of frames seen before is a
         dict lookup of its frames' identities; only the rest goes through intern_plain.
         """
-        keys = [tuple(map(id, f)) if f.__class__ is list else None for f in frame_lists]
-        sids = list(map(self._by_frame_ids.get, keys))
-        if None in sids:
-            for i in [i for i, sid in enumerate(sids) if sid is None]:
-                sids[i] = self.intern_plain(frame_lists[i])
+        # None for an item that is not a list: a key no dict holds, so it is looked up as new.
+        keys: list[Any] = [tuple(map(id, f)) if f.__class__ is list else None for f in frame_lists]
+        found: list[int | None] = list(map(self._by_frame_ids.get, keys))
+        if None in found:
+            for i in [i for i, sid in enumerate(found) if sid is None]:
+                found[i] = self.intern_plain(frame_lists[i])
+        sids = cast(list[int], found)  # every None was just replaced by a stack id
         # Replace every list's frames by its token (again, for the ones already replaced).
         items = self._token_items
         if NO_STACK in sids:
@@ -343,10 +348,10 @@ class StackTable:
         deque(map(list.__setitem__, lists, repeat(_WHOLE), map(items.__getitem__, sids_kept)), 0)
         return sids
 
-    def _intern_frames_plain(self, frames: list) -> int:
+    def _intern_frames_plain(self, frames: list[Any]) -> int:
         cache = self._frame_identity
         intern_frame = self.frames.intern_plain
-        key = []
+        ids: list[int] = []
         for frame in frames:
             fid = cache.get(id(frame))
             if fid is None:
@@ -355,12 +360,12 @@ class StackTable:
                     # Kept alive so its id cannot be reused by another object meanwhile.
                     cache[id(frame)] = fid
                     self._keepalive.append(frame)
-            key.append(fid)
-        key = tuple(key)
+            ids.append(fid)
+        key = tuple(ids)
         sid = self._by_content.get(key)
         return self._add(key) if sid is None else sid
 
-    def _add(self, key: tuple) -> int:
+    def _add(self, key: tuple[int, ...]) -> int:
         sid = len(self._offsets) - 1
         self._by_content[key] = sid
         self._flat.extend(key)
@@ -423,7 +428,7 @@ class StackTable:
         frames = self.frames
         return shown_frames(self.frame_ids(sid), frames.native, frames.internal, show_native)
 
-    def frame_dict(self, fid: int) -> dict:
+    def frame_dict(self, fid: int) -> dict[str, object]:
         """The frame as torch wrote it: filename, line, name and any extra keys (the fx_* of
         an FX frame); a forward traceback line as its parsed parts and the line itself."""
         out = {"filename": self.frames.filename_of(fid), "line": int(self.frames.line[fid]),

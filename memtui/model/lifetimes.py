@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from memtui.model.columns import narrowest, sort_codes
 
 try:
-    from memtui import _native
+    from memtui import _native as _compiled
 except ImportError:  # built without a C compiler
-    _native = None
+    _compiled = None
+_native: Any = _compiled  # the compiled module has no type stubs
 
 NONE = -1
 # The compiled pairing is used when it is there (tests and MEMTUI_NO_NATIVE=1 turn it off).

@@ -16,7 +16,7 @@ import json
 from memtui.model.strings import text_of
 
 
-def dict_text(value: dict) -> str:
+def dict_text(value: dict[object, object]) -> str:
     """A dict's compact JSON, as ``_set_memory_metadata`` records one; never raises."""
     try:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
@@ -24,7 +24,7 @@ def dict_text(value: dict) -> str:
         return text_of(value)
 
 
-def fields(text: str) -> dict | None:
+def fields(text: str) -> dict[str, object] | None:
     """The key/value pairs of structured metadata (a JSON object), else None."""
     if not text or text[0] != "{" or text[-1] != "}":
         return None

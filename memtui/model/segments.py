@@ -7,12 +7,16 @@ Segments are sorted by address; each owns a contiguous run of rows in the block 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from memtui.model.columns import int_column
 from memtui.model.frames import StackTable
 from memtui.model.strings import StringTable, terminal_safe, text_of
+
+# A memory pool's id as torch writes it (a pair of ints), or its parts as text when they are not ints.
+PoolId = tuple[Any, ...]
 
 ALLOCATED = 0
 PENDING_FREE = 1
@@ -39,7 +43,7 @@ class SegmentTable:
     stack: np.ndarray
     block_start: np.ndarray
     block_count: np.ndarray
-    pools: list[tuple]
+    pools: list[PoolId]
     fwd: np.ndarray  # stack id of the segment's forward_frames, -1 when none
 
     def __len__(self) -> int:
@@ -66,16 +70,23 @@ class BlockTable:
 
 
 def build_segments(
-    segments: list[dict], stacks: StackTable, strings: StringTable, warnings: list[str]
+    segments: list[dict[str, Any]], stacks: StackTable, strings: StringTable, warnings: list[str]
 ) -> tuple[SegmentTable, BlockTable]:
     """Columns for the given segments (all of one device)."""
     segments = sorted(segments, key=lambda s: _sortable(s.get("address")))
     state_names = list(BLOCK_STATES)
     state_codes = {name: code for code, name in enumerate(state_names)}
-    pools: list[tuple] = []
-    pool_ids: dict[tuple, int] = {}
+    pools: list[PoolId] = []
+    pool_ids: dict[PoolId, int] = {}
 
     seg_pool, seg_type, seg_stack, seg_fwd, block_start, block_count = [], [], [], [], [], []
+    b_addr: list[object]
+    b_size: list[object]
+    b_req: list[object]
+    b_state: list[int]
+    b_stack: list[int]
+    b_seg: list[int]
+    b_fwd: list[int]
     b_addr, b_size, b_req, b_state, b_stack, b_seg, b_fwd = [], [], [], [], [], [], []
     for si, seg in enumerate(segments):
         pool = _pool_key(seg.get("segment_pool_id", (0, 0)))
@@ -137,7 +148,7 @@ def build_segments(
     return seg_table, block_table
 
 
-def pool_kind(pool: tuple) -> str:
+def pool_kind(pool: PoolId) -> str:
     """``default``, ``graph`` or ``mempool``: which kind of pool torch's id names.
 
     torch numbers a pool it makes for a CUDA graph captured without ``pool=`` ``(N, 0)``,
@@ -155,7 +166,7 @@ def pool_kind(pool: tuple) -> str:
     return "private"
 
 
-def pool_name(pool: tuple, short: bool = False) -> str:
+def pool_name(pool: PoolId, short: bool = False) -> str:
     """How a pool is named in every view: ``default pool``, ``graph pool 1`` (a CUDA graph's
     own), ``mempool 2`` (MemPool / graph_pool_handle), else ``pool (a, b)``. ``short`` gives
     the map's two-character tag: '' for the default pool, ``g1``, ``m2``, ``p``."""
@@ -170,7 +181,7 @@ def pool_name(pool: tuple, short: bool = False) -> str:
     return "p" if short else f"pool ({', '.join(map(str, pool))})"
 
 
-def _pool_key(pool: object) -> tuple:
+def _pool_key(pool: object) -> PoolId:
     """A hashable pool id: torch writes a pair of ints; anything else (a huge int too) is shown as text."""
     items = tuple(pool) if isinstance(pool, (list, tuple)) else (pool,)
     return tuple(v if isinstance(v, int) and -(1 << 63) <= v < 1 << 64 else terminal_safe(text_of(v)) for v in items)

@@ -6,6 +6,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from memtui.model.annotations import Annotations, link_annotations
 from memtui.model.frames import FrameTable, StackTable
 from memtui.model.lifetimes import NONE, Lifetimes, compute_lifetimes
 from memtui.model.relevance import site_stacks
-from memtui.model.segments import ALLOCATED, PENDING_FREE, BlockTable, SegmentTable, build_segments
+from memtui.model.segments import ALLOCATED, PENDING_FREE, BlockTable, PoolId, SegmentTable, build_segments
 from memtui.model.stackless import last_stacked_before, stackless_context
 from memtui.model.strings import StringTable, terminal_safe, terminal_safe_value, text_of
 from memtui.model.trace import ModelTables, TraceColumns, build_trace
@@ -108,7 +109,7 @@ class DeviceModel:
         return link_annotations(trace.action, trace.addr, self.lives, self.blocks, self.block_version,
                                 self.block_life)
 
-    def event_pool(self, i: int) -> tuple | None:
+    def event_pool(self, i: int) -> PoolId | None:
         """The memory pool of event ``i``: the ``pool_id`` newer torch records on each entry,
         else that of the snapshot's segment holding its address, else None."""
         k = int(self.trace.pool[i])
@@ -131,7 +132,8 @@ class DeviceModel:
         blocks = self.blocks
         if not len(self.trace):
             return np.zeros(len(blocks), bool)
-        return ((blocks.state == ALLOCATED) | (blocks.state == PENDING_FREE)) & (self.block_life == NONE)
+        ghost: np.ndarray = ((blocks.state == ALLOCATED) | (blocks.state == PENDING_FREE)) & (self.block_life == NONE)
+        return ghost
 
     # -- events without a stack (model/stackless.py) ---------------------------------
     @cached_property
@@ -169,7 +171,7 @@ class DeviceModel:
         """address_n of trace event ``i`` ('' for events without one); for an ``annotate``
         entry, the allocation it labels."""
         if self.source_version is not None:
-            return self._source_address_n(i)
+            return self._source_address_n(self.source_version, i)
         if int(self.trace.action[i]) == act.ANNOTATE:
             row = self.annotations.row_of_event(i)
             version = int(self.annotations.version[row]) if row != NONE else NONE
@@ -182,8 +184,8 @@ class DeviceModel:
             return "s" + format_address_n(self.trace.addr[i], version)
         return ""
 
-    def _source_address_n(self, i: int) -> str:
-        version = int(self.source_version[i])
+    def _source_address_n(self, source_version: np.ndarray, i: int) -> str:
+        version = int(source_version[i])
         if version == NONE:
             return ""
         code = int(self.trace.action[i])
@@ -216,7 +218,7 @@ class DeviceModel:
             # busy address had (thousands in a long trace).
             life = self.lives.find(addr, n)
             lo, hi = (life, life + 1) if life != NONE else (lo, lo)
-        blocks_here = np.nonzero(self.blocks.address == addr)[0] if len(self.blocks) else []
+        blocks_here: np.ndarray | list[int] = np.nonzero(self.blocks.address == addr)[0] if len(self.blocks) else []
         out: list[Match] = []
         for life in range(lo, hi):
             version = int(self.lives.version[life])
@@ -260,9 +262,9 @@ class Snapshot:
     stacks: StackTable
     actions: ActionTable
     devices: list[DeviceModel]
-    allocator_settings: dict
+    allocator_settings: dict[str, object]
     annotations: list[Annotation]
-    header: dict | None = None  # present when opened from a memtui export
+    header: dict[str, object] | None = None  # present when opened from a memtui export
     warnings: list[str] = field(default_factory=list)
     traced_devices: int = 0  # how many device traces the file holds (0 for a bare segment list)
     # Said to the user once when this load took a slower way than it should (memtui/open.py).
@@ -303,7 +305,7 @@ class Snapshot:
         """The device every view opens when none is asked for: the one with an OOM, else the
         one with the most events (the dump's own ``snapshot`` entries not counted), else the
         one with the most reserved bytes; the lowest number on a tie."""
-        def weight(dev: DeviceModel) -> tuple:
+        def weight(dev: DeviceModel) -> tuple[bool, int, int, int]:
             events = len(dev.trace) - int(np.count_nonzero(dev.trace.action == act.SNAPSHOT))
             return (len(dev.oom_indices()) > 0, events, dev.reserved, -dev.device)
 
@@ -341,7 +343,7 @@ class Snapshot:
         return context.short if context is not None else ""
 
 
-def build_model(raw: dict, source_path: str = "", source_size: int = 0) -> Snapshot:
+def build_model(raw: dict[str, Any], source_path: str = "", source_size: int = 0) -> Snapshot:
     """Build the columnar model from a normalized snapshot dict.
 
     ``raw``'s trace lists are emptied as they are consumed, so the entry dicts can be
@@ -358,7 +360,7 @@ def build_model(raw: dict, source_path: str = "", source_size: int = 0) -> Snaps
     return assemble_model(raw, columns, tables, source_path, source_size)
 
 
-def device_count(raw: dict) -> int:
+def device_count(raw: dict[str, Any]) -> int:
     """Devices in a snapshot: one per trace, and as many as its segments name."""
     traces = raw.get("device_traces") or []
     if len(traces) > MAX_DEVICES:
@@ -368,7 +370,7 @@ def device_count(raw: dict) -> int:
     return max([len(traces)] + [_as_device(s.get("device", 0)) + 1 for s in raw["segments"]])
 
 
-def assemble_model(raw: dict, columns: list[TraceColumns], tables: ModelTables, source_path: str = "",
+def assemble_model(raw: dict[str, Any], columns: list[TraceColumns], tables: ModelTables, source_path: str = "",
                    source_size: int = 0) -> Snapshot:
     """The model from every device's trace columns and the rest of the snapshot dict.
 
@@ -377,7 +379,7 @@ def assemble_model(raw: dict, columns: list[TraceColumns], tables: ModelTables, 
     """
     strings, stacks, actions, warnings = tables.strings, tables.stacks, tables.actions, tables.warnings
     n_devices = len(columns)
-    per_device_segments: list[list[dict]] = [[] for _ in range(n_devices)]
+    per_device_segments: list[list[dict[str, Any]]] = [[] for _ in range(n_devices)]
     for seg in raw["segments"]:
         per_device_segments[_as_device(seg.get("device", 0))].append(seg)
     tables_per_device = [build_segments(segs, stacks, strings, warnings) for segs in per_device_segments]
@@ -414,15 +416,16 @@ def assemble_model(raw: dict, columns: list[TraceColumns], tables: ModelTables, 
         stacks=stacks,
         actions=actions,
         devices=devices,
-        allocator_settings=terminal_safe_value(dict(raw.get("allocator_settings") or {})),
+        # A dict stays a dict unless it holds more items than terminal_safe_value walks.
+        allocator_settings=terminal_safe_value(dict(raw.get("allocator_settings") or {})),  # type: ignore[arg-type]
         annotations=annotations,
-        header=terminal_safe_value(raw.get("memtui_header")),
+        header=terminal_safe_value(raw.get("memtui_header")),  # type: ignore[arg-type]  # the loader checks it is a dict
         warnings=warnings,
         traced_devices=len(raw.get("device_traces") or []),
     )
 
 
-def _attach_source_rows(dev: DeviceModel, raw: dict) -> None:
+def _attach_source_rows(dev: DeviceModel, raw: dict[str, Any]) -> None:
     """For a reopened export: the source's event numbers, address_n versions and clock."""
     header = raw.get("memtui_header")
     if not isinstance(header, dict):

@@ -12,11 +12,16 @@ stacks come from recordings that keep none for some events (``context=None``, or
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from memtui.model import actions as act
 from memtui.model.lifetimes import NONE
+
+if TYPE_CHECKING:  # snapshot.py imports this module
+    from memtui.model.frames import StackTable
+    from memtui.model.snapshot import Snapshot
 
 # Python frames inside torch that are on the main thread's stack while backward runs.
 _BACKWARD_ENTRIES = {
@@ -40,7 +45,7 @@ class StacklessContext:
     in_backward: bool  # that event was the main thread entering backward()
 
 
-def stackless_context(snapshot, device: int, i: int) -> StacklessContext | None:
+def stackless_context(snapshot: Snapshot, device: int, i: int) -> StacklessContext | None:
     """The context of event ``i`` when it has no stack (None when it has one, or for
     entries that never carry one, such as ``snapshot``)."""
     dev = snapshot.devices[device]
@@ -94,7 +99,7 @@ def nearest_stacked_before(stack: np.ndarray, i: int) -> int:
     return NONE
 
 
-def _in_backward(stacks, sid: int) -> bool:
+def _in_backward(stacks: StackTable, sid: int) -> bool:
     frames = stacks.frames
     for fid in stacks.frame_ids(sid):
         path = frames.filename_of(int(fid)).replace("\\", "/")

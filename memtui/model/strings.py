@@ -106,7 +106,7 @@ class StringTable:
     def raw(self, sid: int) -> str:
         """The string as the file had it, before control characters were escaped: what is
         written back (exports, ``convert``) and split into lines before showing."""
-        raw = self.__dict__.get("_raw")
+        raw: list[str] | None = self.__dict__.get("_raw")
         if raw is None or len(raw) != len(self.values):
             raw = [""] * len(self.values)
             for key, i in self._ids.items():

@@ -10,9 +10,11 @@ string table when the trace is finished (contexts first, then metadata).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import itemgetter
+from typing import Any
 
 import numpy as np
 
@@ -69,7 +71,7 @@ class TraceColumns:
     device_free: np.ndarray  # -1 except on oom entries
     fwd: np.ndarray  # stack id of forward_frames (the forward traceback of a backward op), -1 when none
     pool: np.ndarray  # index into ``pools`` of the entry's pool_id (newer torch), -1 when none
-    pools: list  # the distinct pool_id tuples the entries name, in order of first appearance
+    pools: list[tuple[int, ...]]  # the distinct pool_id tuples the entries name, in order of first appearance
 
     def __len__(self) -> int:
         return len(self.action)
@@ -92,7 +94,7 @@ class ModelTables:
         return cls(strings, frames, StackTable(frames), ActionTable())
 
 
-class _DictValue(tuple):
+class _DictValue(tuple[str]):
     """A dict where a string belongs (user_metadata), keyed by its compact JSON."""
 
 
@@ -103,7 +105,7 @@ class _LocalStrings:
         self.ids: dict[object, int] = {}
         self.values: list[object] = []
 
-    def column(self, values: list, strict: bool) -> np.ndarray:
+    def column(self, values: Sequence[Any], strict: bool) -> np.ndarray:
         try:
             local = list(map(self.ids.get, values, repeat(-1)))
         except TypeError:  # a list or dict where a string belongs: a dict by its JSON, else its text
@@ -160,12 +162,12 @@ class _Column:
         self.dtype = dtype
         self.blocks: list[np.ndarray] = []
         self.filled = 0  # rows used in the last block
-        self.raw: list | None = None  # every value so far, once a batch was not plain
+        self.raw: list[Any] | None = None  # every value so far, once a batch was not plain
 
-    def add(self, values: list, strict: bool) -> None:
+    def add(self, values: Sequence[Any], strict: bool) -> None:
         if self.raw is None:
             try:
-                array = np.array(values, self.dtype)
+                array: np.ndarray = np.array(values, self.dtype)
                 if array.ndim != 1:  # values that are equal-length lists make a 2-D array
                     raise TypeError("not one number per entry")
             except (OverflowError, TypeError, ValueError):
@@ -190,13 +192,13 @@ class _Column:
             self.filled += n
             start += n
 
-    def _as_list(self) -> list:
-        out: list = []
+    def _as_list(self) -> list[Any]:
+        out: list[Any] = []
         for i, block in enumerate(self.blocks):
             out.extend(block[: self.filled if i == len(self.blocks) - 1 else len(block)].tolist())
         return out
 
-    def values(self) -> list:
+    def values(self) -> list[Any]:
         return self.raw if self.raw is not None else self._as_list()
 
     def concatenate(self) -> np.ndarray:
@@ -229,13 +231,14 @@ class TraceBuilder:
         self._device_free = _Column(np.int64)
         self._fwd = _Column(np.int32)
         self._pool = _Column(np.int16)
-        self._pool_ids: dict[tuple, int] = {}
+        self._pool_ids: dict[tuple[int, ...], int] = {}
         self._time = _Column(np.float64)
         self._ctx_strings = _LocalStrings()
         self._meta_strings = _LocalStrings()
-        self._codes = {name: code for code, name in enumerate(tables.actions.names)}
+        # Keyed by any hashable action an entry names, not only the known strings.
+        self._codes: dict[object, int] = {name: code for code, name in enumerate(tables.actions.names)}
 
-    def add_batch(self, entries: list) -> None:
+    def add_batch(self, entries: list[Any]) -> None:
         if not entries:
             return
         if set(map(type, entries)) != {dict}:
@@ -246,6 +249,13 @@ class TraceBuilder:
         strict = self.strict
         if strict and any(map(dict.__contains__, entries, repeat(()))):
             raise UnplainValue("a trace entry has a key that is not a string")
+        action: Sequence[Any]
+        addr: Sequence[Any]
+        size: Sequence[Any]
+        stream: Sequence[Any]
+        time_us: Sequence[Any]
+        ctx: Sequence[Any]
+        meta: Sequence[Any]
         try:
             # Entries torch writes have all these keys: one C-level pass takes them all.
             action, addr, size, stream, time_us, ctx, meta = zip(*map(_MAIN_FIELDS, entries))
@@ -293,7 +303,7 @@ class TraceBuilder:
             found = self._pool_ids[value] = len(self._pool_ids)
         return found
 
-    def _forward_of(self, entries: list) -> np.ndarray:
+    def _forward_of(self, entries: list[Any]) -> np.ndarray:
         intern = self.tables.stacks.intern_forward
         if self.strict:
             for e in entries:
@@ -302,7 +312,7 @@ class TraceBuilder:
                     raise UnplainValue("forward_frames is not a list of strings")
         return np.asarray([intern(e.get("forward_frames")) for e in entries], np.int32)
 
-    def _action_codes(self, action) -> np.ndarray:
+    def _action_codes(self, action: Sequence[Any]) -> np.ndarray:
         codes = self._codes
         try:
             found = list(map(codes.get, action))
@@ -312,7 +322,7 @@ class TraceBuilder:
             found = [codes[a] if type(a) is str and a in codes else self._new_code(a) for a in action]
         return np.array(found, np.int16)
 
-    def _stacks_of(self, entries: list) -> np.ndarray:
+    def _stacks_of(self, entries: list[Any]) -> np.ndarray:
         stacks = self.tables.stacks
         if self.strict:
             if any(map(dict.__contains__, entries, repeat("cpp_frames"))):
@@ -378,7 +388,7 @@ def narrow(columns: TraceColumns) -> TraceColumns:
     return columns
 
 
-def build_trace(entries: list, tables: ModelTables, where: str) -> TraceColumns:
+def build_trace(entries: list[Any], tables: ModelTables, where: str) -> TraceColumns:
     """Columns of a whole list of entries (the plain path)."""
     builder = TraceBuilder(tables, where)
     builder.add_batch(entries)
