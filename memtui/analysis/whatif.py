@@ -335,9 +335,15 @@ def advice(w: WhatIf) -> str:
         unsure = " (the trace has no segment events to check the model against)"
     else:
         unsure = "" if w.fidelity.exact else " (not certain: the replay does not reproduce the recording exactly)"
-    if base is None or best is base or (_rank(best)[:4] == _rank(base)[:4]):
+    # Under the limit of a recorded OOM, a setting that still runs out at the same place and needs no
+    # smaller limit changes nothing the user can act on: its peak only says where the limit stopped it.
+    same_outcome = base is not None and _rank(best)[:3] == _rank(base)[:3]
+    if base is None or best is base or (_rank(best)[:4] == _rank(base)[:4]) or \
+            (w.recorded_oom is not None and same_outcome):
+        fits = f"; the recording fits in {format_size(base.min_cap_bytes)}" \
+            if base is not None and base.min_cap_bytes is not None else ""
         return (f"no setting tried does better than the recorded one ({w.recorded_settings or 'default'}) under the"
-                f" same limit{unsure}")
+                f" same limit{fits}{unsure}")
     parts = [f"{best.settings}: reserved peak {format_size(best.reserved_peak)} instead of"
              f" {format_size(base.reserved_peak)}"]
     if w.recorded_oom is not None:

@@ -45,3 +45,13 @@ def test_bad_settings_are_one_line_and_status_2():
     done = memtui(str(NO_OOM), "--conf", "max_split_size_mb:lots")
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_a_setting_that_still_runs_out_where_the_recording_did_is_not_advised():
+    """The demo: every setting tried still runs out at the recorded OOM and needs no smaller limit, so a
+    lower peak under the inferred limit is no advice (it only says where that limit stopped it)."""
+    done = memtui(str(SAMPLES.parent / "memtui" / "data" / "demo_snapshot.pickle.xz"))
+    assert done.returncode == 0, done.stderr
+    first = done.stdout.splitlines()[0]
+    assert first.startswith("no setting tried does better than the recorded one (default)"), first
+    assert "the recording fits in" in first
