@@ -88,6 +88,6 @@ class Term(Node):
         return f"{self.field}{self.op}{text}"
 
 
-def _wrap(node: Node, kinds) -> str:
+def _wrap(node: Node, kinds: type[Node] | tuple[type[Node], ...]) -> str:
     text = str(node)
     return f"({text})" if isinstance(node, kinds) else text

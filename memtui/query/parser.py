@@ -15,6 +15,7 @@ when it starts with ``0x``, and otherwise a search of the stack's frames (like `
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from memtui.query import values as v
@@ -119,7 +120,7 @@ class _Parser:
         raise AssertionError
 
     @contextmanager
-    def _nested(self, token: Token):
+    def _nested(self, token: Token) -> Iterator[None]:
         self.depth += 1
         if self.depth > MAX_DEPTH:
             raise FilterError(f"the filter nests parentheses and 'not' more than {MAX_DEPTH} deep",
@@ -157,7 +158,7 @@ def parse_term(token: Token) -> Node:
     return Term(position, "frame", ":", text, text.lower())
 
 
-def _cpp_scope(m: re.Match, token: Token) -> bool:
+def _cpp_scope(m: re.Match[str], token: Token) -> bool:
     """``at::native`` is C++ text, not the field ``at``; ``frame:":"`` is the field frame."""
     value_start = m.end(2)
     value_quoted = token.quoted_from is not None and token.quoted_from <= value_start

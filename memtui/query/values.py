@@ -7,6 +7,7 @@ so evaluating a compiled filter against a snapshot never fails on syntax.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from memtui.model.address_n import parse_address
@@ -69,7 +70,7 @@ _TIME_FACTORS = {None: 1e6, "us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6, "min": 6
 _FILE_LINE = re.compile(r"^(.*):(\d+)$")
 
 
-def parse_range(text: str, op: str, position: int, parse_one, what: str) -> Range:
+def parse_range(text: str, op: str, position: int, parse_one: Callable[[str], float | None], what: str) -> Range:
     """``op`` is ':' (a value or ``A..B`` range, inclusive) or a comparison."""
     if op != ":":
         bound = _one(text, position, parse_one, what)
@@ -93,7 +94,7 @@ def parse_range(text: str, op: str, position: int, parse_one, what: str) -> Rang
     return Range(lo, hi)
 
 
-def _one(text: str, position: int, parse_one, what: str):
+def _one(text: str, position: int, parse_one: Callable[[str], float | None], what: str) -> float:
     value = parse_one(text)
     if value is None:
         shown = repr(text) if text else "nothing"
