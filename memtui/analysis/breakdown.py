@@ -13,6 +13,7 @@ by the program but still waiting on a stream).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,7 @@ class Moment:
     event: int  # the event the moment is after (-1: no trace event, the snapshot's own state)
     name: str  # what was asked for: "peak", "end", "oom", "step 3", "event"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"event": self.event, "moment": self.name}
 
 
@@ -116,13 +117,13 @@ def live_from_state(table: CategoryTable, state) -> LiveSet:
 @dataclass
 class Site:
     label: str
-    frames: list[dict]
+    frames: list[dict[str, Any]]
     bytes: int
     count: int
     categories: dict[str, int]  # bytes per category at this site
     short: str = ""  # the label with file names without their folders
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"site": self.label, "bytes": self.bytes, "count": self.count, "categories": self.categories,
                 "frames": self.frames}
 
@@ -144,7 +145,7 @@ class Breakdown:
         """Reserved bytes that hold no allocation (nor one waiting to be freed)."""
         return max(self.reserved - self.allocated - self.pending_free, 0)
 
-    def to_json(self, by: str = "category") -> dict:
+    def to_json(self, by: str = "category") -> dict[str, Any]:
         out = {"device": self.device, "at": self.moment.to_json(), "allocated": self.allocated,
                "reserved": self.reserved, "cached_free": self.cached_free, "pending_free": self.pending_free,
                "categories": dict(self.categories), "counts": dict(self.counts)}
@@ -215,7 +216,7 @@ def unknown_note(result: Breakdown) -> str | None:
             " docs/analyses.md)")
 
 
-def _short_frame(frame: dict) -> str:
+def _short_frame(frame: dict[str, Any]) -> str:
     filename, name = frame["filename"], frame["name"]
     if is_native_frame(filename):
         return f"{short_native_name(name)} [C++]"

@@ -15,6 +15,8 @@ trace); per-event work is one array lookup.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from memtui.model.frames import StackTable
@@ -60,10 +62,10 @@ class CallSites:
             self._labels[site] = text
         return text
 
-    def frame_dicts(self, site: int) -> list[dict]:
+    def frame_dicts(self, site: int) -> list[dict[str, Any]]:
         return [self.stacks.frame_dict(f) for f in self._keys[site]]
 
-    def describe(self, site: int) -> dict:
+    def describe(self, site: int) -> dict[str, Any]:
         """The JSON form of a site: its label and its frames, innermost first."""
         return {"site": self.label(site), "frames": self.frame_dicts(site)}
 
@@ -82,11 +84,11 @@ def group_by_site(sites: np.ndarray, sizes: np.ndarray, n_sites: int) -> tuple[n
     return np.rint(total).astype(np.int64), count
 
 
-def top_sites(site_ids: CallSites, sites: np.ndarray, sizes: np.ndarray, limit: int = 10) -> list[dict]:
+def top_sites(site_ids: CallSites, sites: np.ndarray, sizes: np.ndarray, limit: int = 10) -> list[dict[str, Any]]:
     """The ``limit`` sites holding the most bytes, as JSON-ready dicts."""
     total, count = group_by_site(sites, sizes, len(site_ids))
     order = np.lexsort((-count, -total))
-    out = []
+    out: list[dict[str, Any]] = []
     for site in order:
         if count[site] == 0 or len(out) >= limit:
             break

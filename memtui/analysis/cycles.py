@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -67,7 +68,7 @@ class Burst:
     confidence: str = "high"
     evidence: list[ev.Evidence] = field(default_factory=list)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "end_index": self.end_index,
                 "time_us": self.time_us if np.isfinite(self.time_us) else None,
                 "lives": self.lives, "bytes": self.bytes, "allocated_before": self.allocated_before,
@@ -79,14 +80,14 @@ class Burst:
 @dataclass
 class CycleSite:
     site: str
-    frames: list[dict]
+    frames: list[dict[str, Any]]
     bursts: int
     lives: int
     bytes: int  # freed by bursts in total
     largest_burst_bytes: int
     rounds: int  # the most rounds seen in one burst
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"site": self.site, "frames": self.frames, "bursts": self.bursts, "lives": self.lives,
                 "bytes": self.bytes, "largest_burst_bytes": self.largest_burst_bytes, "rounds": self.rounds}
 
@@ -99,13 +100,13 @@ class CycleReport:
     bursts: list[Burst] = field(default_factory=list)  # what the collector freed
     other_bursts: list[Burst] = field(default_factory=list)  # bursts with another cause, or none known
     bounded: bool = False
-    ooms_while_accumulating: list[dict] = field(default_factory=list)
+    ooms_while_accumulating: list[dict[str, Any]] = field(default_factory=list)
     trace_start_us: float = float("nan")  # time of the first event, for times relative to it
     verdict: str = NO_CYCLES
     confidence: str = "medium"
     stacks: str = "none"  # what the frees carry: "all" (C++ frames too), "python", or "none"
     evidence: list[ev.Evidence] = field(default_factory=list)
-    alternatives: list[dict] = field(default_factory=list)
+    alternatives: list[dict[str, Any]] = field(default_factory=list)
 
     def seconds_into_trace(self, burst: Burst) -> float:
         return (burst.time_us - self.trace_start_us) / 1e6
@@ -123,7 +124,7 @@ class CycleReport:
             return None
         return "bounded" if self.bounded else "unbounded"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"cycles_suspected": self.suspected, "verdict": self.verdict, "confidence": self.confidence,
                 "pattern": self.pattern, "bounded": self.bounded, "device": self.device, "stacks": self.stacks,
                 "evidence": [e.to_json() for e in self.evidence], "alternatives": self.alternatives,
@@ -217,7 +218,7 @@ def _unique(items) -> list:
     return out
 
 
-def _scattered_frees(snapshot: Snapshot, seen, n: int) -> dict:
+def _scattered_frees(snapshot: Snapshot, seen, n: int) -> dict[str, Any]:
     """Frees outside any burst that speak of the collector: with C++ frames, those whose
     stack shows it (it frees a small cycle's two or three tensors too, never a burst);
     with Python frames only, those of lives made in an earlier iteration and freed at
@@ -258,8 +259,8 @@ def _scattered_frees(snapshot: Snapshot, seen, n: int) -> dict:
     return out
 
 
-def _decide(report: CycleReport, found: list[bu.FreeBurst], cycle_groups: list, piles: list[dict],
-            peak: int, frees: int, scattered: dict) -> None:
+def _decide(report: CycleReport, found: list[bu.FreeBurst], cycle_groups: list, piles: list[dict[str, Any]],
+            peak: int, frees: int, scattered: dict[str, Any]) -> None:
     """The verdict, its confidence, the evidence and the alternatives weighed."""
     e, alt = report.evidence, report.alternatives
     by_cause: dict[str, list[bu.SiteGroup]] = {}
@@ -350,7 +351,7 @@ def _decide(report: CycleReport, found: list[bu.FreeBurst], cycle_groups: list, 
                     "why": f"explains {plural(len(gs), 'group')} of frees in bursts (other_bursts)"})
 
 
-def _no_bursts(report: CycleReport, piles: list[dict]) -> None:
+def _no_bursts(report: CycleReport, piles: list[dict[str, Any]]) -> None:
     report.verdict, report.confidence = NO_CYCLES, "medium"
     report.evidence.append(ev.Evidence("no burst of frees in the trace: nothing the collector freed; memory held by"
                                        " cycles it never collected would look like a leak (see memtui leaks)",
@@ -362,7 +363,7 @@ def _no_bursts(report: CycleReport, piles: list[dict]) -> None:
 
 
 def _oom_piles(dev: DeviceModel, spans: LifeSpans, life_site: np.ndarray, sites: CallSites,
-               found: list[bu.FreeBurst]) -> list[dict]:
+               found: list[bu.FreeBurst]) -> list[dict[str, Any]]:
     """At each OOM, a pile: the one stack (the same line reached the same way, as a loop
     appending does) holding at least half of what was live in at least MIN_SITE_LIVES
     allocations; and what freed those. A step's working set comes from many stacks."""
@@ -435,7 +436,8 @@ def _bounded(bursts: list[Burst]) -> bool:
     return bool(held.max() <= BOUNDED_SPREAD * np.median(held))
 
 
-def _ooms_while_waiting(dev: DeviceModel, spans: LifeSpans, life_site: np.ndarray, cycle_groups: list) -> list[dict]:
+def _ooms_while_waiting(dev: DeviceModel, spans: LifeSpans, life_site: np.ndarray,
+                        cycle_groups: list) -> list[dict[str, Any]]:
     """At each OOM, what was live from the sites whose memory the collector freed: the
     lives it later freed (``collected_later``), or, when it freed none of them before the
     trace ended, all of them (the newest may still be referenced)."""

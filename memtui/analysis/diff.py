@@ -9,13 +9,14 @@ one trace.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from memtui.analysis.callsites import CallSites, group_by_site
 from memtui.model import DeviceModel, Snapshot
 from memtui.model.lifetimes import NONE
-from memtui.model.segments import ALLOCATED, pool_name
+from memtui.model.segments import ALLOCATED, PoolId, pool_name
 from memtui.replay import Replayer
 
 DEFAULT_POOL = (0, 0)
@@ -38,10 +39,10 @@ class MemoryView:
     reserved: int
     allocated: int
     sites: dict[str, tuple[int, int]]  # label -> (bytes, count)
-    frames: dict[str, list[dict]]
+    frames: dict[str, list[dict[str, Any]]]
     pools: dict[str, PoolUsage]
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {"name": self.name, "device": self.device, "index": self.index,
                 "reserved": self.reserved, "allocated": self.allocated}
 
@@ -95,7 +96,7 @@ def _view(name: str, device: int, index: int | None, sites: CallSites, site_ids:
           sizes: np.ndarray, pools: dict[str, PoolUsage]) -> MemoryView:
     total, count = group_by_site(site_ids, sizes, len(sites))
     by_label: dict[str, tuple[int, int]] = {}
-    frames: dict[str, list[dict]] = {}
+    frames: dict[str, list[dict[str, Any]]] = {}
     for site in np.nonzero(count)[0]:
         label = sites.label(int(site))
         old = by_label.get(label, (0, 0))
@@ -105,7 +106,7 @@ def _view(name: str, device: int, index: int | None, sites: CallSites, site_ids:
                       by_label, frames, pools)
 
 
-def _pool_name(segment_type: str, pool: tuple) -> str:
+def _pool_name(segment_type: str, pool: PoolId) -> str:
     kind = segment_type or "large"
     return kind if tuple(pool) == DEFAULT_POOL else f"{kind} {pool_name(pool)}"
 
@@ -126,7 +127,7 @@ def _state_stacks(dev: DeviceModel, blk_life: np.ndarray, blk_final: np.ndarray)
 @dataclass
 class SiteChange:
     site: str
-    frames: list[dict]
+    frames: list[dict[str, Any]]
     bytes_a: int
     bytes_b: int
     count_a: int
@@ -148,7 +149,7 @@ class SiteChange:
             return "gone"
         return "changed" if self.delta_bytes or self.delta_count else "same"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"site": self.site, "frames": self.frames, "status": self.status,
                 "bytes_a": self.bytes_a, "bytes_b": self.bytes_b, "delta_bytes": self.delta_bytes,
                 "count_a": self.count_a, "count_b": self.count_b, "delta_count": self.delta_count}
@@ -160,7 +161,7 @@ class PoolChange:
     a: PoolUsage
     b: PoolUsage
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"pool": self.pool, "segments_a": self.a.segments, "segments_b": self.b.segments,
                 "reserved_a": self.a.reserved, "reserved_b": self.b.reserved,
                 "delta_reserved": self.b.reserved - self.a.reserved,
@@ -183,7 +184,7 @@ class MemoryDiff:
     def gone(self) -> list[SiteChange]:
         return [s for s in self.sites if s.status == "gone"]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"a": self.a.describe(), "b": self.b.describe(),
                 "delta_reserved": self.b.reserved - self.a.reserved,
                 "delta_allocated": self.b.allocated - self.a.allocated,

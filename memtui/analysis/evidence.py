@@ -34,6 +34,7 @@ cannot tell.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -82,7 +83,7 @@ class Evidence:
     supports: str
     event: int = -1
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"text": self.text, "supports": self.supports, "event": self.event}
 
 

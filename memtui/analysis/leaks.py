@@ -29,6 +29,7 @@ sample points it spans (a difference array per site, then a cumulative sum).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -56,7 +57,7 @@ NO_LEAK, CANNOT_TELL = "no leak", "cannot tell"
 class SiteGrowth:
     site: int
     label: str
-    frames: list[dict]
+    frames: list[dict[str, Any]]
     bytes: int  # live at snapshot time
     count: int
     series_bytes: list[int]  # live at each step point
@@ -84,7 +85,7 @@ class SiteGrowth:
     def growth_count(self) -> int:
         return self.series_count[-1] - self.series_count[0] if self.series_count else 0
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"site": self.label, "frames": self.frames, "bytes": self.bytes, "count": self.count,
                 "growing": self.growing, "kind": self.kind, "growth_bytes": self.growth_bytes,
                 "growth_count": self.growth_count, "growth_per_step": self.growth_per_unit,
@@ -103,13 +104,13 @@ class LeakReport:
     verdict: str = NO_LEAK
     confidence: str = "medium"
     evidence: list[ev.Evidence] = field(default_factory=list)
-    alternatives: list[dict] = field(default_factory=list)
+    alternatives: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def growing(self) -> list[SiteGrowth]:
         return [s for s in self.sites if s.growing]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"device": self.device, "verdict": self.verdict, "confidence": self.confidence,
                 "evidence": [e.to_json() for e in self.evidence], "alternatives": self.alternatives,
                 "live_bytes": self.live_bytes, "live_count": self.live_count,
@@ -365,7 +366,7 @@ def _thin_positions(count: int, limit: int) -> np.ndarray:
     return np.unique(np.rint(np.linspace(0, count - 1, limit)).astype(np.int64))
 
 
-def _frames(sites: CallSites, site: int) -> list[dict]:
+def _frames(sites: CallSites, site: int) -> list[dict[str, Any]]:
     return sites.frame_dicts(site if site < len(sites) else site - len(sites))
 
 

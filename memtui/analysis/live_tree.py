@@ -17,6 +17,7 @@ the backward() call's own stack as ``(autograd thread)``, or, when the trace has
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,7 @@ class TreeNode:
     categories: np.ndarray | None = None  # bytes per category id
     children: list[TreeNode] = field(default_factory=list)
     parent: TreeNode | None = field(default=None, repr=False)
-    frame: dict | None = None  # {filename, line, name} for a frame node
+    frame: dict[str, Any] | None = None  # {filename, line, name} for a frame node
     rules: np.ndarray | None = None  # bytes per rule, in the order of the root's ``rule_codes``
     rule_codes: list[int] = field(default_factory=list)  # the root's: which rule each column is
 
@@ -74,7 +75,7 @@ class TreeNode:
             yield node
             stack.extend(reversed(node.children))
 
-    def to_json(self, names: list[str], min_bytes: int = 0) -> dict:
+    def to_json(self, names: list[str], min_bytes: int = 0) -> dict[str, Any]:
         cats = self.categories if self.categories is not None else np.zeros(len(names), np.int64)
         return {"label": self.label, "frame": self.frame, "bytes": self.bytes, "count": self.count,
                 "categories": {names[c]: int(v) for c, v in enumerate(cats) if v},

@@ -35,6 +35,7 @@ suspects cycles on the same device.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -94,19 +95,19 @@ class OomDiagnosis:
     fits_with_expandable: int  # the largest request expandable segments could have served (least headroom)
     expandable_already: bool
     released_before: int  # bytes of cached segments released in the run-up to the OOM
-    site: dict | None
+    site: dict[str, Any] | None
     held_by_cycles: int = 0  # bytes live at the OOM from sites whose memory the collector freed
-    top_sites: list[dict] = field(default_factory=list)
-    largest_allocations: list[dict] = field(default_factory=list)
+    top_sites: list[dict[str, Any]] = field(default_factory=list)
+    largest_allocations: list[dict[str, Any]] = field(default_factory=list)
     confidence: str = "high"
     headroom_at_least: int | None = None  # under a cap: what it left above reserved
     headroom_below: int | None = None
-    pinned: dict | None = None  # free memory in segments that live blocks kept
+    pinned: dict[str, Any] | None = None  # free memory in segments that live blocks kept
     private_pool_reserved: int = 0  # reserved in private pools (CUDA graphs): no use to this request
-    request_history: dict = field(default_factory=dict)
-    freed_after: dict | None = None  # the burst of frees right after the OOM, and its cause
+    request_history: dict[str, Any] = field(default_factory=dict)
+    freed_after: dict[str, Any] | None = None  # the burst of frees right after the OOM, and its cause
     evidence: list[ev.Evidence] = field(default_factory=list)
-    alternatives: list[dict] = field(default_factory=list)
+    alternatives: list[dict[str, Any]] = field(default_factory=list)
     # The request replayed through the allocator model (analysis/whatif.py) under other
     # settings: (settings, served); replay_exact: whether the model reproduced the recording.
     replayed: list[tuple[str, bool | None]] = field(default_factory=list)
@@ -121,7 +122,7 @@ class OomDiagnosis:
     def limit(self) -> str:
         return "process cap" if self.process_limit else "device"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "device": self.device,
             "index": self.index,
@@ -347,7 +348,7 @@ def _replay_evidence(d: OomDiagnosis) -> None:
                                       f" {outcome}{unsure}", d.verdict, d.index))
 
 
-def _blocker_text(p: dict) -> str:
+def _blocker_text(p: dict[str, Any]) -> str:
     b = p.get("blocker")
     return f", the largest {format_bytes(b['size'])} {b['address_n']} from {b['site']}" if b else ""
 
@@ -374,7 +375,7 @@ def _alternatives(d: OomDiagnosis, headroom: int, external: bool, holes: bool) -
                     " (reducing what is live would also help)"})
 
 
-def _pinned(dev: DeviceModel, state: AllocatorState, stacks: np.ndarray, sites: CallSites) -> dict | None:
+def _pinned(dev: DeviceModel, state: AllocatorState, stacks: np.ndarray, sites: CallSites) -> dict[str, Any] | None:
     """Free memory in segments with live blocks: after the OOM-time release, every cached
     free byte is of this kind. The segment holding the most of it, and what pins it."""
     if not len(state.seg_size):
@@ -400,7 +401,7 @@ def _pinned(dev: DeviceModel, state: AllocatorState, stacks: np.ndarray, sites: 
             "live_bytes": int(state.blk_size[blocks].sum()), "blocker": blocker}
 
 
-def _request_history(dev: DeviceModel, index: int) -> dict:
+def _request_history(dev: DeviceModel, index: int) -> dict[str, Any]:
     """Earlier allocations from the failing request's own stack, and whether they grew:
     ``growing`` when the request is at least ``GROWTH`` times their median (a batch that
     grew), rather than one more of the same (a pile)."""
@@ -493,7 +494,7 @@ def _state_block_stacks(dev: DeviceModel, state: AllocatorState) -> np.ndarray:
 
 
 def _largest(dev: DeviceModel, state: AllocatorState, stacks: np.ndarray, sites: CallSites,
-             limit: int) -> list[dict]:
+             limit: int) -> list[dict[str, Any]]:
     order = np.argsort(-state.blk_size, kind="stable")[:limit]
     out = []
     for b in order:

@@ -10,23 +10,27 @@ the same (each moved the same way) form one group.
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 import numpy as np
 
 from memtui.units import format_bytes
 
 HISTOGRAM_BINS = 12
+# How an outlier differs: peak allocated higher or lower (or None), an OOM, and the call
+# sites (text, 'more' or 'less') it diverges at.
+Difference = tuple[str | None, bool, tuple[tuple[str, str], ...]]
 
 
-def group_outliers(result: dict) -> list[dict]:
+def group_outliers(result: dict[str, Any]) -> list[dict[str, Any]]:
     """One entry per kind of difference: the ranks, what sets them apart, their peaks.
 
     Groups with OOMs come first, then larger groups before smaller ones."""
     rows = {r["rank"]: r for r in result["ranks"]}
-    sites_of: dict[int, list[dict]] = defaultdict(list)
+    sites_of: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for d in result["divergent_sites"]:
         sites_of[d["rank"]].append(d)
-    groups: dict[tuple, list[dict]] = defaultdict(list)
+    groups: dict[Difference, list[dict[str, Any]]] = defaultdict(list)
     for outlier in result["outliers"]:
         rank = outlier["rank"]
         groups[_difference(outlier, rows[rank], result, sites_of[rank])].append(outlier)
@@ -50,9 +54,10 @@ def group_outliers(result: dict) -> list[dict]:
     return out
 
 
-def _difference(outlier: dict, row: dict, result: dict, divergent: list[dict]) -> tuple:
+def _difference(outlier: dict[str, Any], row: dict[str, Any], result: dict[str, Any],
+                divergent: list[dict[str, Any]]) -> Difference:
     reasons = outlier["reasons"]
-    peak = None
+    peak: str | None = None
     if any(r.startswith("peak allocated") for r in reasons):
         peak = "higher" if row["peak_allocated"] >= result["median_peak_allocated"] else "lower"
     oom = any("OOM" in r for r in reasons)
@@ -62,7 +67,7 @@ def _difference(outlier: dict, row: dict, result: dict, divergent: list[dict]) -
     return peak, oom, sites
 
 
-def _describe(peak: str | None, oom: bool, sites: tuple, median: int, peaks: list[int]) -> str:
+def _describe(peak: str | None, oom: bool, sites: tuple[tuple[str, str], ...], median: int, peaks: list[int]) -> str:
     parts = []
     if peak is not None:
         scale = 100 / median if median else 0.0
@@ -78,7 +83,7 @@ def _describe(peak: str | None, oom: bool, sites: tuple, median: int, peaks: lis
     return "; ".join(parts) or "differs"
 
 
-def peak_histogram(result: dict, bins: int = HISTOGRAM_BINS) -> list[dict]:
+def peak_histogram(result: dict[str, Any], bins: int = HISTOGRAM_BINS) -> list[dict[str, Any]]:
     """Ranks counted by peak allocated in equal-width bins from the lowest peak to the highest.
 
     Each bin lists the outlier ranks in it, so a lone bar far from the rest can be named."""

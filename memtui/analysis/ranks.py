@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +35,7 @@ _RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
 _TRAILING_NUMBER = re.compile(r"(\d+)(?:\.[A-Za-z0-9]+)*$")
 
 
-def summarize_snapshot(snapshot: Snapshot, depth: int = 1) -> dict:
+def summarize_snapshot(snapshot: Snapshot, depth: int = 1) -> dict[str, Any]:
     """The summary fields of an open snapshot (its busiest device)."""
     dev = busiest_device(snapshot)
     sites = CallSites(snapshot.stacks, depth)
@@ -106,7 +107,7 @@ def _plain(value: object) -> object:
     return str(value)
 
 
-def compare_ranks(summaries: list[dict], moment: str = "peak") -> dict:
+def compare_ranks(summaries: list[dict[str, Any]], moment: str = "peak") -> dict[str, Any]:
     """Outliers and diverging call sites among the summaries that did not fail."""
     good = [s for s in summaries if not s.get("error")]
     failed = [{"file": s["file"], "error": s["error"]} for s in summaries if s.get("error")]
@@ -133,7 +134,7 @@ def compare_ranks(summaries: list[dict], moment: str = "peak") -> dict:
     return result
 
 
-def _assign_ranks(summaries: list[dict]) -> list[int]:
+def _assign_ranks(summaries: list[dict[str, Any]]) -> list[int]:
     """Ranks from file names when every file has a distinct one, else positions."""
     named = [s.get("rank") for s in summaries]
     if all(r is not None for r in named) and len(set(named)) == len(named):
@@ -141,13 +142,13 @@ def _assign_ranks(summaries: list[dict]) -> list[int]:
     return list(range(len(summaries)))
 
 
-def _row(s: dict, rank: int) -> dict:
+def _row(s: dict[str, Any], rank: int) -> dict[str, Any]:
     return {"rank": rank, "file": s["file"], "device": s["device"], "events": s["events"],
             "peak_allocated": s["peak_allocated"], "peak_reserved": s["peak_reserved"],
             "allocated": s["allocated"], "reserved": s["reserved"], "ooms": len(s["ooms"]), "outlier": False}
 
 
-def _divergent_sites(good: list[dict], ranks: list[int], key: str, ref: int) -> list[dict]:
+def _divergent_sites(good: list[dict[str, Any]], ranks: list[int], key: str, ref: int) -> list[dict[str, Any]]:
     labels = sorted({label for s in good for label in s[key]})
     if not labels or len(good) < 2:
         return []
@@ -163,7 +164,7 @@ def _divergent_sites(good: list[dict], ranks: list[int], key: str, ref: int) -> 
     return out
 
 
-def _outlier_reasons(s: dict, ref: dict, divergent: list[dict]) -> list[str]:
+def _outlier_reasons(s: dict[str, Any], ref: dict[str, Any], divergent: list[dict[str, Any]]) -> list[str]:
     reasons = []
     peak, ref_peak = s["peak_allocated"], ref["peak_allocated"]
     if abs(peak - ref_peak) > max(MIN_DIFFERENCE, PEAK_SHARE * ref_peak):

@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -69,7 +70,7 @@ class StepPoints:
             return int(self.positions[-1] - self.positions[0])
         return len(self.indices) - 1
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "steps": self.steps,
                 "indices": [int(i) for i in self.indices]}
 
@@ -161,7 +162,7 @@ def _loop_statements(snapshot: Snapshot, stacks: np.ndarray) -> tuple[np.ndarray
     the stack is the user's own code only; and per statement id, its innermost frame (the
     line that called into torch)."""
     frames = snapshot.stacks.frames
-    ids: dict[tuple, int] = {}
+    ids: dict[tuple[int, ...], int] = {}
     keys = np.full(len(stacks), -1, np.int64)
     plain = np.zeros(len(stacks), bool)
     statement_frame: list[int] = []
@@ -216,7 +217,7 @@ def _annotated_points(snapshot: Snapshot, dev: DeviceModel,
         return None
     # Between names marking every iteration, the one coming last in the iteration sees
     # the iteration's transient memory already gone.
-    first_time = {}
+    first_time: dict[str, float] = {}
     for a in ends:
         first_time.setdefault(series_name(a.name), a.time_us)
     name = max((n for n, c in counts.items() if c == most), key=lambda n: first_time[n])

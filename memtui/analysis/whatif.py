@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -40,10 +41,10 @@ class Fidelity:
     exact: bool
     segment_events: int
     matched: int
-    first_difference: dict | None = None
+    first_difference: dict[str, Any] | None = None
     note: str = ""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"checked": self.checked, "exact": self.exact, "segment_events": self.segment_events,
                 "matched": self.matched, "first_difference": self.first_difference, "note": self.note}
 
@@ -83,7 +84,7 @@ class Scenario:
     def passes_certain(self) -> bool:
         return len(set(self.passes_at_cap_ends + [self.passes_recorded_oom])) == 1
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"settings": self.settings, "reserved_peak": self.reserved_peak, "oom_event": self.oom_event,
                 "passes_recorded_oom": self.passes_recorded_oom, "min_cap_bytes": self.min_cap_bytes,
                 "peak_event": self.peak_event, "fragmentation_at_peak": self.fragmentation_at_peak,
@@ -105,7 +106,7 @@ class WhatIf:
     # The trace starts mid-run: the replay starts from the layout the recorded allocator had made.
     starts_mid_run: bool = False
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "device": self.device,
             "recorded": {"settings": self.recorded_settings, "reserved_peak": self.recorded_peak,
