@@ -11,17 +11,36 @@ stacks come from recordings that keep none for some events (``context=None``, or
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from memtui.model import actions as act
 from memtui.model.lifetimes import NONE
 
-if TYPE_CHECKING:  # snapshot.py imports this module
+if TYPE_CHECKING:
     from memtui.model.frames import StackTable
-    from memtui.model.snapshot import Snapshot
+    from memtui.model.trace import TraceColumns
+
+
+# What this module reads of a Snapshot and its DeviceModel, as protocols: snapshot.py
+# imports this module, so naming those classes here would be an import cycle.
+class _Device(Protocol):
+    @property
+    def trace(self) -> TraceColumns: ...
+
+    @property
+    def actions_with_stacks(self) -> frozenset[int]: ...
+
+
+class _Recording(Protocol):
+    @property
+    def devices(self) -> Sequence[_Device]: ...
+
+    @property
+    def stacks(self) -> StackTable: ...
 
 # Python frames inside torch that are on the main thread's stack while backward runs.
 _BACKWARD_ENTRIES = {
@@ -45,7 +64,7 @@ class StacklessContext:
     in_backward: bool  # that event was the main thread entering backward()
 
 
-def stackless_context(snapshot: Snapshot, device: int, i: int) -> StacklessContext | None:
+def stackless_context(snapshot: _Recording, device: int, i: int) -> StacklessContext | None:
     """The context of event ``i`` when it has no stack (None when it has one, or for
     entries that never carry one, such as ``snapshot``)."""
     dev = snapshot.devices[device]
