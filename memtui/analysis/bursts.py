@@ -36,6 +36,7 @@ from memtui.analysis.live import LifeSpans
 from memtui.model import DeviceModel, Snapshot
 from memtui.model import actions as act
 from memtui.model.stackless import stackless_context
+from memtui.model.trace import TraceColumns
 from memtui.units import format_bytes, plural
 
 MIN_BURST = 8  # lives freed back to back
@@ -67,7 +68,7 @@ class SiteGroup:
     release: str  # from the C++ frames of the frees (evidence.RELEASES)
     native: bool  # the frees carry C++ frames
     relation: str  # the free's Python line against the allocation's stack (evidence.python_relation)
-    free_frame: tuple | None
+    free_frame: tuple[str, int, str] | None
     survivors: int  # newer lives of the site made before the burst that it left alive
     newest_survived: bool  # the site's newest life made before the burst outlived it
     after_oom: int  # the OOM this burst directly follows and whose call made these lives, or -1
@@ -177,8 +178,8 @@ def backward_stack(snapshot: Snapshot, dev: DeviceModel, i: int) -> int:
     return int(dev.trace.stack[context.event])
 
 
-def _after_oom(snapshot: Snapshot, trace, ooms: np.ndarray, allocs_before: np.ndarray, first: int,
-               alloc_sid: int, free_py: list) -> int:
+def _after_oom(snapshot: Snapshot, trace: TraceColumns, ooms: np.ndarray, allocs_before: np.ndarray, first: int,
+               alloc_sid: int, free_py: list[tuple[str, int, str]]) -> int:
     """The OOM right before ``first`` (no allocation between) that raised inside a call
     which made these lives, or -1. The frames a traceback keeps are the OOM's frames inner
     to the one that handled it (the function of the free's line): the lives must share one."""

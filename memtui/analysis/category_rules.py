@@ -26,6 +26,8 @@ import re
 import sys
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from types import ModuleType
+from typing import cast
 
 import numpy as np
 
@@ -184,7 +186,7 @@ def _rule(entry: object, k: int, where: str) -> CategoryRule:
     return CategoryRule(category, **values)
 
 
-def _toml():
+def _toml() -> ModuleType:
     if sys.version_info >= (3, 11):
         import tomllib
 
@@ -195,4 +197,4 @@ def _toml():
         from memtui.errors import MissingDependencyError
 
         raise MissingDependencyError("reading category rules on Python 3.10 needs tomli: pip install tomli") from None
-    return tomli
+    return cast(ModuleType, tomli)  # a module; typed Any where tomli is not installed (Python 3.11 and later)

@@ -37,7 +37,7 @@ from memtui.analysis import bursts as bu
 from memtui.analysis import evidence as ev
 from memtui.analysis.callsites import CallSites, group_by_site
 from memtui.analysis.live import LifeSpans, life_spans
-from memtui.analysis.steps import StepPoints, iteration_marks, step_points
+from memtui.analysis.steps import IterationMarks, StepPoints, iteration_marks, step_points
 from memtui.analysis.trace_evidence import NO_TRACE, TraceEvidence, has_trace, trace_evidence
 from memtui.model import DeviceModel, Snapshot
 from memtui.model.segments import ALLOCATED
@@ -287,7 +287,8 @@ def _rose_in_last_part(row: np.ndarray) -> bool:
 
 def growing_sites(series: np.ndarray) -> np.ndarray:
     """Mask of the rows whose floor rises in at least half of the intervals (and at least twice)."""
-    return classify_growth(series)[0] == LEAK_CODE
+    growing: np.ndarray = classify_growth(series)[0] == LEAK_CODE
+    return growing
 
 
 def _teeth(series: np.ndarray) -> np.ndarray:
@@ -299,13 +300,13 @@ def _teeth(series: np.ndarray) -> np.ndarray:
     high = np.maximum.accumulate(series, axis=1)[:, :-1]
     candidates = np.nonzero(((series[:, 1:] * 2 <= high) & (high > 0)).any(axis=1))[0]
     for r in candidates:
-        count, high = 0, 0
+        count, top = 0, 0
         for v in series[r].tolist():
-            if v > high:
-                high = v
-            elif high > 0 and v * 2 <= high:
+            if v > top:
+                top = v
+            elif top > 0 and v * 2 <= top:
                 count += 1
-                high = v
+                top = v
         out[r] = count
     return out
 
@@ -354,7 +355,7 @@ def _released_after(spans: LifeSpans, site_of_life: np.ndarray, last: int, n_sit
                                minlength=n_sites)).astype(np.int64)
 
 
-def _units(points: StepPoints, fine: np.ndarray, marks) -> int:
+def _units(points: StepPoints, fine: np.ndarray, marks: IterationMarks | None) -> int:
     if marks is not None:
         return max(len(fine) - 1, 0) if len(marks[2]) <= MAX_FLOOR_POINTS else len(marks[2]) - 1
     return points.units_between_ends()
@@ -412,7 +413,8 @@ def _first_stackless_after(dev: DeviceModel, i: int) -> int:
 
 
 def _decide(report: LeakReport, labels: list[str], kinds: np.ndarray, floor_growth: np.ndarray,
-            rises: np.ndarray, teeth: np.ndarray, released: np.ndarray, samples: int, marks) -> None:
+            rises: np.ndarray, teeth: np.ndarray, released: np.ndarray, samples: int,
+            marks: IterationMarks | None) -> None:
     f, e, alt = format_bytes, report.evidence, report.alternatives
     how = ({"annotation": f"{samples} step annotations ('{marks[1]}')" if marks else "",
             "iterations": f"{samples} returns to the loop's statement ({marks[1]})" if marks else ""}

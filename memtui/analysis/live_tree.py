@@ -16,6 +16,7 @@ the backward() call's own stack as ``(autograd thread)``, or, when the trace has
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,13 +62,14 @@ class TreeNode:
 
     def path(self) -> list[TreeNode]:
         """The nodes from the root down to this one."""
-        out, node = [], self
+        out: list[TreeNode] = []
+        node: TreeNode | None = self
         while node is not None:
             out.append(node)
             node = node.parent
         return out[::-1]
 
-    def walk(self):
+    def walk(self) -> Iterator[TreeNode]:
         """This node and every node under it, depth first, largest child first."""
         stack = [self]
         while stack:

@@ -95,7 +95,11 @@ def step_points(snapshot: Snapshot, dev: DeviceModel, max_points: int = 24,
     return StepPoints("events", None, indices, windows)
 
 
-def iteration_marks(snapshot: Snapshot, dev: DeviceModel) -> tuple[str, str, np.ndarray] | None:
+# An iteration's kind ('annotation' or 'iterations'), its name, and the event index of each.
+IterationMarks = tuple[str, str, np.ndarray]
+
+
+def iteration_marks(snapshot: Snapshot, dev: DeviceModel) -> IterationMarks | None:
     """Every iteration's point: (kind, name, event indices), from step annotations, else
     from the most repeated allocation stack; None when neither marks at least
     MIN_ANNOTATED_STEPS iterations."""
