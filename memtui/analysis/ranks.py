@@ -113,7 +113,7 @@ def compare_ranks(summaries: list[dict[str, Any]], moment: str = "peak") -> dict
     failed = [{"file": s["file"], "error": s["error"]} for s in summaries if s.get("error")]
     ranks = _assign_ranks(good)
     rows = [_row(s, r) for s, r in zip(good, ranks)]
-    result = {"ranks": rows, "failed": failed, "reference_rank": None, "median_peak_allocated": None,
+    result: dict[str, Any] = {"ranks": rows, "failed": failed, "reference_rank": None, "median_peak_allocated": None,
               "outliers": [], "divergent_sites": []}
     if not good:
         return result
@@ -136,7 +136,7 @@ def compare_ranks(summaries: list[dict[str, Any]], moment: str = "peak") -> dict
 
 def _assign_ranks(summaries: list[dict[str, Any]]) -> list[int]:
     """Ranks from file names when every file has a distinct one, else positions."""
-    named = [s.get("rank") for s in summaries]
+    named: list[Any] = [s.get("rank") for s in summaries]
     if all(r is not None for r in named) and len(set(named)) == len(named):
         return [int(r) for r in named]
     return list(range(len(summaries)))
