@@ -26,6 +26,7 @@ came back only at the end, or an OOM struck while it waited.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,9 +36,10 @@ from memtui.analysis import bursts as bu
 from memtui.analysis import evidence as ev
 from memtui.analysis.callsites import CallSites
 from memtui.analysis.live import LifeSpans, allocated_curve
-from memtui.analysis.trace_evidence import trace_evidence
+from memtui.analysis.trace_evidence import TraceEvidence, trace_evidence
 from memtui.model import DeviceModel, Snapshot
 from memtui.model import actions as act
+from memtui.model.trace import TraceColumns
 from memtui.units import format_bytes, plural
 
 MIN_BURST = bu.MIN_BURST
@@ -192,7 +194,7 @@ def find_cycles(snapshot: Snapshot, dev: DeviceModel, depth: int = 1) -> CycleRe
     return report
 
 
-def _freed_most_at(trace, sites: CallSites, freed_at: np.ndarray, sizes: np.ndarray) -> str:
+def _freed_most_at(trace: TraceColumns, sites: CallSites, freed_at: np.ndarray, sizes: np.ndarray) -> str:
     """Where the program was when the burst freed: the line whose frees let go of the most
     bytes (the first free's line can be a stray one freed on the way)."""
     where = sites.of_stacks(trace.stack[freed_at]).astype(np.int64)
@@ -200,16 +202,17 @@ def _freed_most_at(trace, sites: CallSites, freed_at: np.ndarray, sizes: np.ndar
     return sites.label(int(ids[np.argmax(np.bincount(inverse, weights=sizes.astype(np.float64)))]))
 
 
-def _weakest(confidences) -> str:
+def _weakest(confidences: Iterable[str]) -> str:
     out = "high"
     for c in confidences:
         out = ev.lower_confidence(out, c)
     return out
 
 
-def _unique(items) -> list:
+def _unique(items: Iterable[ev.Evidence]) -> list[ev.Evidence]:
     """Evidence once per observation: texts that differ only in their figures are one."""
-    seen, out = set(), []
+    seen: set[str] = set()
+    out: list[ev.Evidence] = []
     for item in items:
         key = re.sub(r"[\d.,]+", "#", item.text)
         if key not in seen:
@@ -218,7 +221,7 @@ def _unique(items) -> list:
     return out
 
 
-def _scattered_frees(snapshot: Snapshot, seen, n: int) -> dict[str, Any]:
+def _scattered_frees(snapshot: Snapshot, seen: TraceEvidence, n: int) -> dict[str, Any]:
     """Frees outside any burst that speak of the collector: with C++ frames, those whose
     stack shows it (it frees a small cycle's two or three tensors too, never a burst);
     with Python frames only, those of lives made in an earlier iteration and freed at
@@ -259,8 +262,8 @@ def _scattered_frees(snapshot: Snapshot, seen, n: int) -> dict[str, Any]:
     return out
 
 
-def _decide(report: CycleReport, found: list[bu.FreeBurst], cycle_groups: list, piles: list[dict[str, Any]],
-            peak: int, frees: int, scattered: dict[str, Any]) -> None:
+def _decide(report: CycleReport, found: list[bu.FreeBurst], cycle_groups: list[tuple[int, bu.SiteGroup]],
+            piles: list[dict[str, Any]], peak: int, frees: int, scattered: dict[str, Any]) -> None:
     """The verdict, its confidence, the evidence and the alternatives weighed."""
     e, alt = report.evidence, report.alternatives
     by_cause: dict[str, list[bu.SiteGroup]] = {}
@@ -411,7 +414,7 @@ def _order(alloc_at: np.ndarray, freed_at: np.ndarray) -> str:
     return "allocation order" if rho > 0.9 else "reverse order" if rho < -0.9 else "mixed"
 
 
-def _site_totals(sites: CallSites, size: np.ndarray, cycle_groups: list) -> list[CycleSite]:
+def _site_totals(sites: CallSites, size: np.ndarray, cycle_groups: list[tuple[int, bu.SiteGroup]]) -> list[CycleSite]:
     by_site: dict[int, list[tuple[int, bu.SiteGroup]]] = {}
     for k, g in cycle_groups:
         by_site.setdefault(g.site, []).append((k, g))
@@ -437,7 +440,7 @@ def _bounded(bursts: list[Burst]) -> bool:
 
 
 def _ooms_while_waiting(dev: DeviceModel, spans: LifeSpans, life_site: np.ndarray,
-                        cycle_groups: list) -> list[dict[str, Any]]:
+                        cycle_groups: list[tuple[int, bu.SiteGroup]]) -> list[dict[str, Any]]:
     """At each OOM, what was live from the sites whose memory the collector freed: the
     lives it later freed (``collected_later``), or, when it freed none of them before the
     trace ended, all of them (the newest may still be referenced)."""
