@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -161,9 +161,11 @@ def what_if(snapshot: Snapshot, device: int, confs: list[str] | None = None, cap
 # Several settings run in worker processes, each handed the requests once.
 PARALLEL_FROM = 200_000  # requests; below this a worker costs more than it saves
 _worker_requests: Requests | None = None
+# One setting to run: its text, the settings, the limit, whether it is the recorded one, min_cap.
+Job = tuple[str, AllocatorSettings, Limit, bool, bool]
 
 
-def _run_all(requests: Requests, jobs: list, progress: ProgressFn | None, workers: int | None) -> list[Scenario]:
+def _run_all(requests: Requests, jobs: list[Job], progress: ProgressFn | None, workers: int | None) -> list[Scenario]:
     total = len(jobs)
     if progress:
         progress("what-if", 0, total)
@@ -188,8 +190,9 @@ def _take_requests(requests: Requests) -> None:
     _worker_requests = requests
 
 
-def _scenario_job(job: tuple) -> Scenario:
-    return run_scenario(_worker_requests, *job)
+def _scenario_job(job: Job) -> Scenario:
+    # The pool's initializer (_take_requests) set the requests before any job runs.
+    return run_scenario(cast(Requests, _worker_requests), *job)
 
 
 def run_scenario(requests: Requests, text: str, settings: AllocatorSettings, limit: Limit, is_recorded: bool,
@@ -320,7 +323,7 @@ def derive_limit(dev: DeviceModel, requests: Requests, cap: int | None) -> Limit
                  " free; memory outside this allocator is taken as constant")
 
 
-def _rank(s: Scenario) -> tuple:
+def _rank(s: Scenario) -> tuple[bool, bool, float, int, bool]:
     runs_out = s.oom_event is not None and s.passes_recorded_oom is not True
     smallest = s.min_cap_bytes if s.min_cap_bytes is not None else math.inf
     return (runs_out, s.stopped_at is not None, smallest, s.reserved_peak, not s.recorded)
@@ -387,7 +390,7 @@ def replay_ooms(snapshot: Snapshot, dev: DeviceModel) -> OomReplay:
     last = int(ooms[-1]) if len(ooms) else -1
     served: dict[int, list[tuple[str, bool | None]]] = {int(i): [] for i in ooms}
     for text in tried:
-        answers: dict[int, set] = {event: set() for event in served}
+        answers: dict[int, set[bool]] = {event: set() for event in served}
         for cap in [limit.bytes] + limit.ends():
             out = replay(requests, parse_conf(text), limit=cap, per_process=limit.per_process, until_event=last)
             reached = dict(out.recorded_ooms)
