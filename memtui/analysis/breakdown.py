@@ -24,6 +24,7 @@ from memtui.model import DeviceModel, Snapshot
 from memtui.model.lifetimes import NONE
 from memtui.model.relevance import is_native_frame, short_native_name
 from memtui.model.segments import ALLOCATED, PENDING_FREE
+from memtui.replay import AllocatorState
 
 BACKWARD_PREFIX = "(backward) "
 
@@ -88,7 +89,7 @@ def live_from_blocks(table: CategoryTable, dev: DeviceModel) -> LiveSet:
                    table.block_stack[mine], table.block_via_backward[mine], pending)
 
 
-def live_from_state(table: CategoryTable, state) -> LiveSet:
+def live_from_state(table: CategoryTable, state: AllocatorState) -> LiveSet:
     """The live set of a replayed :class:`memtui.replay.AllocatorState`: the blocks it
     already holds, looked up by life (or by snapshot block for memory older than the trace)."""
     allocated = state.blk_state == ALLOCATED
