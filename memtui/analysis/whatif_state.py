@@ -9,6 +9,8 @@ event. Stepping forward continues the replay; stepping back starts it again.
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from memtui.allocator import native_replay
@@ -18,6 +20,11 @@ from memtui.allocator.settings import AllocatorSettings
 from memtui.model.lifetimes import NONE
 from memtui.model.segments import ALLOCATED, PENDING_FREE
 from memtui.replay import AllocatorState
+
+# A segment being gathered: [address, size so far, stream, expandable]; a live block: (address,
+# size, state, slot).
+SegmentRow = list[int]
+BlockRow = tuple[int, int, int, int]
 
 
 class SimulatedRun:
@@ -42,8 +49,9 @@ class SimulatedRun:
         # Each event takes the figures after its last request; events without a request keep the last ones.
         last = np.searchsorted(events, np.arange(n_events), "right") - 1
         has = last >= 0
-        allocated[has] = out.series_allocated[last[has]]
-        reserved[has] = out.series_reserved[last[has]]
+        # The replay sets the three series together (allocator/replay.py, native_replay.py).
+        allocated[has] = cast(np.ndarray, out.series_allocated)[last[has]]
+        reserved[has] = cast(np.ndarray, out.series_reserved)[last[has]]
         start = sum(s.size for s in self.requests.initial)
         reserved[~has] = start
         allocated[~has] = sum(size for s in self.requests.initial for _, size, _, pending in s.blocks if not pending)
@@ -78,16 +86,18 @@ def state_of(stepper: Stepper, index: int) -> AllocatorState:
     candidates: list[Block] = list(stepper.slots.values()) + list(sim.pending.values())
     for pool in sim.pools.values():
         candidates += list(pool.blocks.values())
-    for block in candidates:
-        head = block
+    for candidate in candidates:
+        head = candidate
         while head.prev is not None:
             head = head.prev
         if id(head) not in seen:
             seen.add(id(head))
             heads.append(head)
-    seg_rows, blk_rows = [], []
+    seg_rows: list[SegmentRow] = []
+    blk_rows: list[BlockRow] = []
     for head in heads:
-        block, run = head, None
+        block: Block | None = head
+        run: SegmentRow | None = None
         while block is not None:
             if block.mapped:
                 if run is None:
@@ -103,7 +113,7 @@ def state_of(stepper: Stepper, index: int) -> AllocatorState:
     return _state(index, seg_rows, blk_rows)
 
 
-def _state(index: int, seg_rows: list, blk_rows: list) -> AllocatorState:
+def _state(index: int, seg_rows: list[SegmentRow], blk_rows: list[BlockRow]) -> AllocatorState:
     seg_rows.sort()
     blk_rows.sort()
     seg_addr = np.array([r[0] for r in seg_rows], np.int64)
@@ -128,11 +138,13 @@ def state_of_table(table: np.ndarray, index: int) -> AllocatorState:
         return _state(index, [], [])
     by_index = {int(row[0]): row for row in live}
     following: dict[int, int] = {int(row[9]): int(row[0]) for row in live if row[9] >= 0}
-    seg_rows, blk_rows = [], []
+    seg_rows: list[SegmentRow] = []
+    blk_rows: list[BlockRow] = []
     for row in live:
         if row[9] >= 0:
             continue  # not the first block of its chain
-        q, run = int(row[0]), None
+        q = int(row[0])
+        run: SegmentRow | None = None
         while q in by_index:
             _, _, addr, size, stream, flags, mapped, expandable, slot, _ = (int(v) for v in by_index[q])
             if mapped:
