@@ -16,6 +16,8 @@ can be checked event for event.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from memtui.allocator.replay import (
@@ -33,7 +35,7 @@ from memtui.allocator.simulator import K_SMALL_BUFFER
 from memtui.model import DeviceModel
 from memtui.model import actions as act
 from memtui.model.lifetimes import NONE
-from memtui.model.segments import ALLOCATED, PENDING_FREE
+from memtui.model.segments import ALLOCATED, PENDING_FREE, PoolId
 from memtui.replay import Replayer
 
 RELEASE_ACTIONS = (act.SEGMENT_FREE, act.SEGMENT_UNMAP)
@@ -67,7 +69,7 @@ def build_requests(dev: DeviceModel) -> Requests:
     pools, pool = _pools(dev, action)
     reserved_after, initial = _recorded_reserved(dev, action, size, pools)
     hint = np.full(n, NO_HINT, np.int64)
-    freeable: dict[int, tuple] = {}
+    freeable: dict[int, tuple[int, ...]] = {}  # empty_cache event -> the private pools it freed
     for start, target in _bursts(dev, action):
         if target >= 0:
             hint[target] = reserved_after[target]
@@ -102,7 +104,7 @@ def recorded_segment_events(dev: DeviceModel) -> tuple[np.ndarray, np.ndarray, n
     return rows, action[rows].astype(np.int64), dev.trace.size[rows].astype(np.int64)
 
 
-def _recorded_reserved(dev: DeviceModel, action: np.ndarray, size: np.ndarray, pools: list[tuple]
+def _recorded_reserved(dev: DeviceModel, action: np.ndarray, size: np.ndarray, pools: list[PoolId]
                        ) -> tuple[np.ndarray, list[InitialSegment]]:
     """Reserved bytes after each event, and the segments there before the first one."""
     delta = np.zeros(len(action), np.int64)
@@ -118,7 +120,7 @@ def _recorded_reserved(dev: DeviceModel, action: np.ndarray, size: np.ndarray, p
     return before + np.cumsum(delta), initial
 
 
-def _initial_segments(dev: DeviceModel, pools: list[tuple]) -> list[InitialSegment]:
+def _initial_segments(dev: DeviceModel, pools: list[PoolId]) -> list[InitialSegment]:
     """The state memtui's replay reconstructs before the first event (a trace that starts mid-run)."""
     state = Replayer(dev, indexed=False).state_at(-1)
     out = []
@@ -143,22 +145,22 @@ def _initial_segments(dev: DeviceModel, pools: list[tuple]) -> list[InitialSegme
     return out
 
 
-def _pools(dev: DeviceModel, action: np.ndarray) -> tuple[list[tuple], np.ndarray]:
+def _pools(dev: DeviceModel, action: np.ndarray) -> tuple[list[PoolId], np.ndarray]:
     """Private pools: the pool_id newer torch records on each entry, else the pool of the
     snapshot's segment holding the address; -1 for the default pool."""
     trace = dev.trace
     n = len(action)
     out = np.full(n, -1, np.int32)
-    names: list[tuple] = []
+    names: list[PoolId] = []
     if (trace.pool >= 0).any():
-        index = {}
+        index: dict[int, int] = {}
         for k, pid in enumerate(trace.pools):
             pid = tuple(pid)
             if pid != (0, 0):
                 index[k] = len(names)
                 names.append(pid)
-        for k, p in index.items():
-            out[trace.pool == k] = p
+        for k, position in index.items():
+            out[trace.pool == k] = position
         return names, out
     segs = dev.segments
     if not len(segs) or all(tuple(p) == (0, 0) for p in segs.pools):
@@ -182,7 +184,7 @@ def _burst_end(action: np.ndarray, start: int) -> int:
     return j
 
 
-def _bursts(dev: DeviceModel, action: np.ndarray):
+def _bursts(dev: DeviceModel, action: np.ndarray) -> Iterator[tuple[int, int]]:
     """(first event, the alloc/oom it belongs to or -1 for empty_cache) of each release burst."""
     releases = np.flatnonzero(np.isin(action, RELEASE_ACTIONS))
     if not len(releases):
