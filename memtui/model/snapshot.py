@@ -416,8 +416,7 @@ def assemble_model(raw: dict[str, Any], columns: list[TraceColumns], tables: Mod
         stacks=stacks,
         actions=actions,
         devices=devices,
-        # A dict stays a dict unless it holds more items than terminal_safe_value walks.
-        allocator_settings=terminal_safe_value(dict(raw.get("allocator_settings") or {})),  # type: ignore[arg-type]
+        allocator_settings=_safe_settings(raw.get("allocator_settings")),
         annotations=annotations,
         header=terminal_safe_value(raw.get("memtui_header")),  # type: ignore[arg-type]  # the loader checks it is a dict
         warnings=warnings,
@@ -498,3 +497,12 @@ def _as_time(value: object) -> float:
 
 def _shown(value: object) -> str:
     return terminal_safe(text_of(value))
+
+
+def _safe_settings(raw: object) -> dict[str, object]:
+    """The allocator's settings, terminal-safe, always a dict (every reader asks it for keys).
+
+    terminal_safe_value turns a container of more items than it walks into a placeholder; no
+    torch writes such settings, so a file that does keeps the placeholder under one key."""
+    safe = terminal_safe_value(dict(raw) if isinstance(raw, dict) else {})
+    return safe if isinstance(safe, dict) else {"(unreadable settings)": safe}

@@ -201,3 +201,14 @@ def test_device_traces_of_the_wrong_shape(tmp_path):
     path = write(tmp_path, {"segments": [], "device_traces": "nope"})
     with pytest.raises(SnapshotError, match="must be a list of lists"):
         open_snapshot(path, cache=None)
+
+
+@pytest.mark.parametrize("settings", [{f"k{i}": i for i in range(20_000)}, ["not", "a", "dict"]])
+def test_settings_past_what_is_walked_or_not_a_dict_stay_a_dict(tmp_path, capsys, settings):
+    path = tmp_path / "settings.pickle"
+    path.write_bytes(pickle.dumps({"segments": [], "device_traces": [[]], "allocator_settings": settings}))
+    snapshot = open_snapshot(path, cache=None)
+    assert isinstance(snapshot.allocator_settings, dict)
+    for command in (["info"], ["info", "--json"], ["whatif"]):
+        assert main([*command, "--no-cache", str(path)]) == 0
+    capsys.readouterr()
