@@ -22,12 +22,13 @@ import pytest
 
 from memtui.tui.lifecycle import EXIT_GRACE
 from tests.conftest import ROOT, SAMPLES, SHARED
+from tests.fixtures.snapshot_strategies import LONG_RUN
 from tests.fixtures.tiny_snapshot import write_tiny_snapshot
 
 TMUX = shutil.which("tmux")
 pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
 
-CYCLES = 12
+CYCLES = 12 if LONG_RUN else 6  # a long run (MEMTUI_FUZZ_EXAMPLES) hangs up more often
 GONE_WITHIN = EXIT_GRACE + 3.0  # seconds after the hang-up
 BURST = ["k"] * 40 + ["PageUp", "PageDown"] * 10 + ["j"] * 40
 LARGER = SHARED / "long_run_wrap.pickle"  # 2 MB, 100k events: used when present

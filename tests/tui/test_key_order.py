@@ -18,9 +18,10 @@ from memtui.model.address_n import format_address_n
 from memtui.tui.screens.detail import DetailScreen
 from memtui.tui.screens.main import MainScreen
 from memtui.tui.widgets.search_bar import SearchBar
+from tests.fixtures.snapshot_strategies import LONG_RUN
 from tests.tui.helpers import loaded, make_app, settle, tiny_path
 
-REPEATS = 5
+REPEATS = 5 if LONG_RUN else 3  # a long run (MEMTUI_FUZZ_EXAMPLES) repeats each race more
 
 
 def burst(app, text: str = "", *keys: str) -> None:

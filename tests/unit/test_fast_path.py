@@ -410,7 +410,7 @@ def dump(snapshot: dict, protocol: int) -> bytes:
         sys.setrecursionlimit(old)
 
 
-@FUZZ
+@fuzz_settings(30)  # each case decodes on both paths; a long run takes as many as it asks for
 @given(snapshot=hostile_snapshots, protocol=st.integers(2, 5))
 def test_hostile_values_fast_like_reference(tmp_path, monkeypatch, snapshot, protocol):
     count_case("fast path hostile values")

@@ -223,16 +223,17 @@ def run_cli(*args) -> subprocess.CompletedProcess:
                           timeout=120, cwd=ROOT, env=env)
 
 
-def test_bad_json_through_the_command_line(tmp_path):
-    for i, (name, (data, fragment)) in enumerate(BAD.items()):
-        path = tmp_path / f"bad{i}.json"
-        path.write_bytes(data)
-        result = run_cli("info", "--no-cache", path)
-        lines = result.stderr.strip().splitlines()
-        assert result.returncode == 2, (name, result.stderr)
-        assert len(lines) == 1 and "Traceback" not in result.stderr, (name, result.stderr)
-        assert lines[0].startswith(f"memtui: {path.name}: ") and fragment in lines[0], (name, lines[0])
-        assert result.stdout == "", name
+@pytest.mark.parametrize("name", list(BAD))
+def test_bad_json_through_the_command_line(name, tmp_path):
+    data, fragment = BAD[name]
+    path = tmp_path / "bad.json"
+    path.write_bytes(data)
+    result = run_cli("info", "--no-cache", path)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, (name, result.stderr)
+    assert len(lines) == 1 and "Traceback" not in result.stderr, (name, result.stderr)
+    assert lines[0].startswith(f"memtui: {path.name}: ") and fragment in lines[0], (name, lines[0])
+    assert result.stdout == "", name
 
 
 @pytest.mark.parametrize("name", list(BAD))
