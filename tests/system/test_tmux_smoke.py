@@ -7,6 +7,7 @@ and key latencies it saw (run with -s to read them).
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -20,22 +21,28 @@ from tests.conftest import ROOT
 
 TMUX = shutil.which("tmux")
 pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+_SERVERS = itertools.count()
 ROW = re.compile(r"^▶\s*([\d,]+)\s+\S+\s+(\w+)\s+([0-9a-f]+_\d+)?", re.M)
 
 
 class Tmux:
     def __init__(self, command: str, width: int = 120, height: int = 40) -> None:
         self.name = f"memtui-smoke-{os.getpid()}"
+        # A server of its own: tests on other workers end theirs at any moment, and a new-session
+        # that meets a server on its way out fails.
+        self.server = ["-L", f"memtui-test-{os.getpid()}-{next(_SERVERS)}"]
         env = dict(os.environ, PYTHONPATH=str(ROOT))
-        subprocess.run([TMUX, "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
-                        f"{command}; echo EXIT=$?; sleep 60"], check=True, cwd=ROOT, env=env)
+        self.tmux("new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
+                  f"{command}; echo EXIT=$?; sleep 60", check=True, cwd=ROOT, env=env)
+
+    def tmux(self, *args: str, **options) -> subprocess.CompletedProcess:
+        return subprocess.run([TMUX, *self.server, *args], **options)
 
     def screen(self) -> str:
-        return subprocess.run([TMUX, "capture-pane", "-p", "-t", self.name], capture_output=True, text=True,
-                              check=True).stdout
+        return self.tmux("capture-pane", "-p", "-t", self.name, capture_output=True, text=True, check=True).stdout
 
     def keys(self, *keys: str, literal: bool = False) -> None:
-        subprocess.run([TMUX, "send-keys", "-t", self.name, *(["-l"] if literal else []), *keys], check=True)
+        self.tmux("send-keys", "-t", self.name, *(["-l"] if literal else []), *keys, check=True)
 
     def wait_for(self, pattern: str, timeout: float) -> tuple[str, float]:
         start = time.monotonic()
@@ -47,7 +54,7 @@ class Tmux:
         raise AssertionError(f"{pattern!r} did not appear within {timeout}s; screen:\n{self.screen()}")
 
     def close(self) -> None:
-        subprocess.run([TMUX, "kill-session", "-t", self.name], capture_output=True)
+        self.tmux("kill-server", capture_output=True)
 
 
 def cursor_row(text: str) -> tuple[int, str, str]:

@@ -6,6 +6,7 @@ behind, and the job goes on unharmed when its watcher goes. Skipped without tmux
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shlex
@@ -24,24 +25,31 @@ from tests.conftest import ROOT
 
 TMUX = shutil.which("tmux")
 pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+_SERVERS = itertools.count()
 SNAPSHOT = ROOT / "sample_snapshots" / "oom_training.pickle.xz"
 
 
 class Session:
     def __init__(self, name: str, command: str, env: dict, width: int = 80, height: int = 24) -> None:
         self.name = name
+        # A server of its own: tests on other workers end theirs at any moment, and a new-session
+        # that meets a server on its way out fails.
+        self.server = ["-L", f"memtui-test-{os.getpid()}-{next(_SERVERS)}"]
         # The variables go on the command line: a tmux server started earlier keeps its own environment.
         assign = " ".join(f"{k}={shlex.quote(env[k])}" for k in ("PYTHONPATH", "MEMTUI_RUNTIME_DIR"))
-        subprocess.run([TMUX, "new-session", "-d", "-s", name, "-x", str(width), "-y", str(height),
-                        f"env {assign} {command}; echo EXIT=$?; sleep 60"], check=True, cwd=ROOT, env=env)
-        self.shell = int(subprocess.run([TMUX, "display", "-p", "-t", name, "#{pane_pid}"], capture_output=True,
-                                        text=True, check=True).stdout)
+        self.tmux("new-session", "-d", "-s", name, "-x", str(width), "-y", str(height),
+                  f"env {assign} {command}; echo EXIT=$?; sleep 60", check=True, cwd=ROOT, env=env)
+        self.shell = int(self.tmux("display", "-p", "-t", name, "#{pane_pid}", capture_output=True, text=True,
+                                   check=True).stdout)
+
+    def tmux(self, *args: str, **options) -> subprocess.CompletedProcess:
+        return subprocess.run([TMUX, *self.server, *args], **options)
 
     def screen(self) -> str:
-        return subprocess.run([TMUX, "capture-pane", "-p", "-t", self.name], capture_output=True, text=True).stdout
+        return self.tmux("capture-pane", "-p", "-t", self.name, capture_output=True, text=True).stdout
 
     def keys(self, *keys: str) -> None:
-        subprocess.run([TMUX, "send-keys", "-t", self.name, *keys], check=True)
+        self.tmux("send-keys", "-t", self.name, *keys, check=True)
 
     def wait_for(self, pattern: str, timeout: float = 30) -> str:
         deadline = time.monotonic() + timeout
@@ -63,7 +71,7 @@ class Session:
         raise AssertionError("the pane runs nothing")
 
     def close(self) -> None:
-        subprocess.run([TMUX, "kill-session", "-t", self.name], capture_output=True)
+        self.tmux("kill-server", capture_output=True)
 
 
 def children(pid: int) -> list[int]:
