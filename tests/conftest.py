@@ -42,6 +42,17 @@ def shared_files(pattern: str = "*.pickle*") -> list[Path]:
 _OWN_TESTS = {"scenarios", "whatif", "heldout"}
 
 
+def terminal_env(**extra: str) -> dict[str, str]:
+    """The environment for a program in a tmux pane of a given size, with ``extra`` set.
+
+    COLUMNS and LINES are left out: where they are exported (some CI runners do),
+    shutil.get_terminal_size() and so Textual take them over the pane's real size.
+    """
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env.update(extra)
+    return env
+
+
 def sample_files() -> list[Path]:
     """The bundled real snapshots, without the truth sets (see scenario_files, whatif_files,
     heldout_files)."""

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from memtui.tui.lifecycle import EXIT_GRACE
-from tests.conftest import ROOT, SAMPLES, SHARED
+from tests.conftest import ROOT, SAMPLES, SHARED, terminal_env
 from tests.fixtures.snapshot_strategies import LONG_RUN
 from tests.fixtures.tiny_snapshot import write_tiny_snapshot
 
@@ -40,8 +40,8 @@ class TmuxServer:
     def __init__(self, folder: Path) -> None:
         socket = str(folder / "tmux.socket")  # removed with the folder
         self.where = ["-S", socket] if len(socket) < 100 else ["-L", f"memtui-hangup-{os.getpid()}"]
-        self.env = dict(os.environ, PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(folder / "cache-home"),
-                        TERM="xterm-256color")
+        self.env = terminal_env(PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(folder / "cache-home"),
+                                 TERM="xterm-256color")
         self.env.pop("TMUX", None)
 
     def __call__(self, *args: str, check: bool = True) -> str:

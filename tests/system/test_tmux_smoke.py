@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, terminal_env
 
 TMUX = shutil.which("tmux")
 pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
@@ -31,7 +31,7 @@ class Tmux:
         # A server of its own: tests on other workers end theirs at any moment, and a new-session
         # that meets a server on its way out fails.
         self.server = ["-L", f"memtui-test-{os.getpid()}-{next(_SERVERS)}"]
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        env = terminal_env(PYTHONPATH=str(ROOT))
         self.tmux("new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
                   f"{command}; echo EXIT=$?; sleep 60", check=True, cwd=ROOT, env=env)
 

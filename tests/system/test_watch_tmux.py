@@ -21,7 +21,7 @@ import pytest
 
 from memtui.live.client import read_status
 from memtui.live.runtime import list_jobs
-from tests.conftest import ROOT
+from tests.conftest import ROOT, terminal_env
 
 TMUX = shutil.which("tmux")
 pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
@@ -101,7 +101,7 @@ def gone(pid: int, timeout: float = 10) -> bool:
 def live(monkeypatch):
     folder = tempfile.mkdtemp(prefix="mtt", dir="/tmp")
     monkeypatch.setenv("MEMTUI_RUNTIME_DIR", folder)
-    env = dict(os.environ, PYTHONPATH=str(ROOT), MEMTUI_RUNTIME_DIR=folder)
+    env = terminal_env(PYTHONPATH=str(ROOT), MEMTUI_RUNTIME_DIR=folder)
     tag = f"{os.getpid()}-{time.monotonic_ns()}"
     job = Session(f"memtui-job-{tag}", f"{sys.executable} -m memtui.live.replay_source {SNAPSHOT} --rate 200 "
                   "--loop --ranks 2", env, 100, 20)
@@ -191,7 +191,7 @@ def test_a_job_run_with_live_is_watched_frozen_and_outlived(tmp_path, monkeypatc
     (tmp_path / "loop.py").write_text(LOOP)
     folder = tempfile.mkdtemp(prefix="mtr", dir="/tmp")
     monkeypatch.setenv("MEMTUI_RUNTIME_DIR", folder)
-    env = dict(os.environ, PYTHONPATH=f"{package.parent}{os.pathsep}{ROOT}", MEMTUI_RUNTIME_DIR=folder)
+    env = terminal_env(PYTHONPATH=f"{package.parent}{os.pathsep}{ROOT}", MEMTUI_RUNTIME_DIR=folder)
     tag = f"{os.getpid()}-{time.monotonic_ns()}"
     job = Session(f"memtui-runjob-{tag}", f"{sys.executable} -m memtui run --live --out {tmp_path} "
                   f"{tmp_path / 'loop.py'}", env, 100, 20)
