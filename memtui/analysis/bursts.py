@@ -18,7 +18,10 @@ freed in it, at least ``MIN_SITE_LIVES``), and each such group gets a cause:
   an OOM and frees what was made under the failing call (medium);
 * ``refcount``: interpreter deallocation without the collector (high); or, with Python
   stacks, freed at a line of their own allocation stack, where the function that made
-  them had returned, or inside a library's own code (medium);
+  them had returned, or inside a library's own code (medium). Frees inside a library's
+  code that left the site's newest allocation alive, of lives made over fewer than
+  ``MIN_STEPS`` rounds, are ``unknown``: libraries that keep what they made and drop it on
+  their own schedule (autocast, packed sequences) free so too;
 * ``autograd``: released on the autograd engine's thread during backward;
 * ``teardown``: module or interpreter teardown;
 * ``unknown``: nothing recorded tells (low).
@@ -230,6 +233,16 @@ def _decide(snapshot: Snapshot, dev: DeviceModel, g: SiteGroup, releases: ev.Fre
         g.cause, g.confidence = AUTOGRAD, "medium"
         e.append(ev.Evidence("freed on the autograd engine's thread during backward() (no Python stack)",
                              "not cycles", first))
+    elif in_library(g) and g.newest_survived and 2 <= g.rounds < MIN_STEPS:
+        # Library code that keeps what it made and drops it on its own schedule (autocast's
+        # casts let go as its block exits, a packed sequence's pieces kept until the next
+        # batch) leaves the newest alive too, over a round or two; with Python stacks only,
+        # that looks like the collector running there. What piled up over more rounds than
+        # a library keeps is the collector's, wherever it happened to run.
+        g.cause, g.confidence = UNKNOWN, "low"
+        e.append(ev.Evidence(f"freed inside library code ({where}), leaving the newest allocation of the site alive:"
+                             " the collector running there, or the library letting go of what it held; Python"
+                             " stacks alone cannot tell (record with stacks='all')", "cannot tell", first))
     elif g.relation in (ev.SAME_FUNCTION, ev.SAME_LINE, ev.ELSEWHERE, ev.IN_LIBRARY) and (
             (g.newest_survived and g.rounds >= 2) or (by_steps and g.rounds >= MIN_STEPS)):
         # The newest left alive tells the collector only across iterations: freeing an older
@@ -264,6 +277,16 @@ def _decide(snapshot: Snapshot, dev: DeviceModel, g: SiteGroup, releases: ev.Fre
     if not g.native:
         e.append(ev.Evidence("no C++ frames on the frees (stacks='python'), so no frame names the mechanism",
                              "cannot tell", first))
+
+
+def in_library(g: SiteGroup) -> bool:
+    """Whether the group's frees ran inside library code: at the library line or in the library
+    function that made them (a packed sequence's pieces), or in another of its functions
+    (autocast's exit)."""
+    if g.relation == ev.IN_LIBRARY:
+        return True
+    return g.relation in (ev.SAME_LINE, ev.SAME_FUNCTION) and g.free_frame is not None and \
+        ev.is_library_frame(g.free_frame)
 
 
 def _in_backward(snapshot: Snapshot, dev: DeviceModel, i: int) -> bool:

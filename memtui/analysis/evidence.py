@@ -189,10 +189,15 @@ def python_relation(free: list[tuple[str, int, str]], alloc: list[tuple[str, int
             return (SCOPE_EXIT, depth) if depth > 0 else (SAME_LINE, 0)
     if any(frame[0] == top[0] and frame[2] == top[2] for frame in alloc):
         return SAME_FUNCTION, 0
-    path = top[0].replace("\\", "/")
-    if "/torch/" in path or "/site-packages/" in path or path.startswith("<frozen"):
+    if is_library_frame(top):
         return IN_LIBRARY, 0
     return ELSEWHERE, 0
+
+
+def is_library_frame(frame: tuple[str, int, str]) -> bool:
+    """Whether a Python frame is in torch's (or another installed library's) own code."""
+    path = frame[0].replace("\\", "/")
+    return "/torch/" in path or "/site-packages/" in path or path.startswith("<frozen")
 
 
 def frame_text(frame: tuple[str, int, str]) -> str:

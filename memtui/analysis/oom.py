@@ -18,14 +18,18 @@ so the **headroom** it left is known to lie in that range. The verdict:
   was short of;
 * **fragmentation**: the free memory of the request's pool plus what could still be
   obtained (the device's free memory, or the least headroom under the cap) covers the
-  request, but no free block does; or, under a cap, most of the request sits free in
-  holes between live blocks (medium confidence: the cap's exact size is not recorded);
+  request, but no free block does;
 * **capacity**: not enough memory even if all of it were one block, and the same request
   from the same stack had succeeded before: what else is live grew;
 * **process_cap**: a per-process cap refused a request that the device had room for and
   that its stack never made this large before (a batch that grew past what the cap
   leaves); the headroom, the free memory pinned in segments and what expandable segments
   would change are counted.
+
+Under a cap the snapshot does not record, the headroom is known only within its range;
+when the request would have fit (the pool's holes packed together) in more than a tenth
+of that range, the cap decides between fragmentation and capacity and the verdict is
+**cannot tell**, with the share in its evidence.
 
 Each diagnosis carries its evidence, a confidence and the alternatives weighed; it
 mentions the garbage collector only when :func:`memtui.analysis.cycles.find_cycles`
@@ -68,6 +72,10 @@ CANNOT_TELL = "cannot tell"
 EXPANDABLE_PAGE = 2 * 1024 * 1024  # expandable segments map physical memory in pages of this size (large pool)
 GROWTH = 2  # a request this many times its stack's median earlier request grew (a growing batch)
 WORTH_COUNTING = 0.1  # free memory below this share of the request is not worth a line of evidence
+# Under a cap the snapshot does not record, a capacity verdict (process_cap or capacity)
+# stands only when the request would have fit, holes packed together, in at most this share
+# of the range the cap is known to lie in; above it the cap's size decides: cannot tell.
+CAP_DOUBT = 0.1
 
 
 @dataclass
@@ -283,15 +291,16 @@ def _verdict(d: OomDiagnosis, headroom: int) -> None:
         e.append(ev.Evidence(f"{size} is used outside this allocator while it reserved only {f(d.reserved)}: another"
                              " process, NCCL, cuBLAS workspaces or a large CUDA context; without it the request"
                              " would have fit", "external", d.index))
-    elif d.process_limit and holes:
+    elif d.process_limit and largest < r and (share := cap_share_that_fits(d)) > CAP_DOUBT:
         # Whether the holes packed together would have served it depends on the cap, which
         # the snapshot does not record: what it would still need lies within the cap's range.
+        holes = True
         d.verdict, d.confidence = CANNOT_TELL, "low"
-        e.append(ev.Evidence(f"most of the request sits free in holes ({f(usable)} in the pool, the largest"
-                             f" {f(largest)}): packed together it would need {f(r - usable)} more under the cap,"
-                             f" which left between {f(d.headroom_at_least)} and {f(d.headroom_below)}: the cap's"
-                             " size, not recorded, decides between fragmentation and capacity", CANNOT_TELL,
-                             d.index))
+        e.append(ev.Evidence(f"{f(usable)} sits free in holes of the pool (the largest {f(largest)}): packed together"
+                             f" the request would need {f(r - usable)} more under the cap, which left between"
+                             f" {f(d.headroom_at_least)} and {f(d.headroom_below)}; in {share:.0%} of that range it"
+                             " would have fit: the cap's size, not recorded, decides between fragmentation and"
+                             " capacity", CANNOT_TELL, d.index))
     elif d.process_limit and (history.get("growing") or not history.get("count")):
         d.verdict, d.confidence = "process_cap", "medium"
         e.append(ev.Evidence(
@@ -318,6 +327,18 @@ def _verdict(d: OomDiagnosis, headroom: int) -> None:
         e.append(ev.Evidence(f"just before, the allocator released {f(d.released_before)} of cached segments to"
                              " retry", d.verdict, d.index))
     _alternatives(d, headroom, external, holes)
+
+
+def cap_share_that_fits(d: OomDiagnosis) -> float:
+    """Under a per-process cap, the share of the range the cap is known to lie in (the
+    headroom it left, between ``headroom_at_least`` and ``headroom_below``) in which the
+    request would have fit had the pool's free memory been one block: 0 when no cap in the
+    range lets it fit (the memory was short), 1 when every one does (fragmentation)."""
+    low, high = d.headroom_at_least or 0, d.headroom_below or 0
+    needed = d.requested - d.usable_free  # headroom the request needed besides the holes
+    if high <= low:
+        return 1.0 if low >= needed else 0.0
+    return min(max((high - max(low, needed)) / (high - low), 0.0), 1.0)
 
 
 def _pinned_evidence(d: OomDiagnosis, headroom: int) -> None:

@@ -113,10 +113,12 @@ def table(folder: str) -> str:
     return "\n".join(rows)
 
 
-def main(folder: str) -> int:
+def main(folder: str, label: str | None = None) -> int:
+    """Derive the file-based figures of every truth file in ``folder``; ``label`` is the split
+    of all of them, or None to halve them into build and heldout."""
     paths = sorted(glob.glob(os.path.join(folder, "*.truth.json")))
     names = [os.path.basename(p)[: -len(".truth.json")] for p in paths]
-    split = split_of(names)
+    split = {n: label for n in names} if label else split_of(names)
     for path, name in zip(paths, names):
         with open(path) as f:
             truth = json.load(f)

@@ -2,7 +2,10 @@
 of memory with expandable_segments:True, and derive the file-based figures and the split
 (derive.py).
 
-    python sample_snapshots/heldout/run_all.py --out DIR [--jobs 8] [NAME ...]
+    python sample_snapshots/heldout/run_all.py --out DIR [--jobs 8] [--programs DIR --split LABEL] [NAME ...]
+
+``--programs`` runs another folder's programs (sample_snapshots/heldout2/programs) and
+``--split`` then labels every file of that set alike instead of halving it.
 
 Needs PyTorch, transformers, timm and a CUDA GPU. Leaves DIR/NAME.pickle, DIR/NAME.truth.json
 and DIR/logs/NAME.log.
@@ -26,10 +29,10 @@ import derive  # noqa: E402 - beside this file
 PROGRAMS = os.path.join(HERE, "programs")
 
 
-def discover() -> dict[str, tuple[str, dict]]:
+def discover(programs: str = PROGRAMS) -> dict[str, tuple[str, dict]]:
     """name -> (program file, environment it starts with), from each file's ``--list``."""
     found = {}
-    files = sorted(f for f in glob.glob(os.path.join(PROGRAMS, "*.py")) if not os.path.basename(f).startswith("_"))
+    files = sorted(f for f in glob.glob(os.path.join(programs, "*.py")) if not os.path.basename(f).startswith("_"))
     with ThreadPoolExecutor(8) as pool:
         outs = list(pool.map(lambda f: subprocess.run([sys.executable, f, "--list"], capture_output=True,
                                                       text=True), files))
@@ -65,11 +68,13 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--jobs", type=int, default=8)
     p.add_argument("--deadline", type=float, default=1e9, help="seconds after which no program starts")
+    p.add_argument("--programs", default=PROGRAMS, help="folder of program files")
+    p.add_argument("--split", help="the split of every file of this set (default: halves, build and heldout)")
     p.add_argument("names", nargs="*")
     a = p.parse_args(argv)
     os.makedirs(os.path.join(a.out, "logs"), exist_ok=True)
     start = time.time()
-    found = discover()
+    found = discover(a.programs)
     names = a.names or list(found)
     # Slow starters first (compilation, C++ stacks), so the tail of the run is short.
     names.sort(key=lambda n: (not n.startswith("compile"), not n.endswith("_all")))
@@ -87,7 +92,7 @@ def main(argv=None) -> int:
 
     with ThreadPoolExecutor(a.jobs) as pool:
         list(pool.map(first, names))
-    derive.main(a.out)                          # has_trace, OOM figures by pool, the split
+    derive.main(a.out, a.split)                 # has_trace, OOM figures by pool, the split
     missing = [n for n in names if not os.path.exists(os.path.join(a.out, n + ".truth.json"))]
     print(f"{len(names) - len(missing)} of {len(names)} programs left a truth file; missing: {missing}", flush=True)
     return 0

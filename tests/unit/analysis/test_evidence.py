@@ -102,11 +102,11 @@ def test_python_stacks_alone_say_they_cannot_tell(tmp_path):
     assert report.verdict == "cannot tell" and report.confidence == "low" and not report.suspected
 
 
-def test_a_cap_with_a_pinned_segment_counts_the_headroom_and_what_expandable_segments_change(tmp_path):
-    # The batch grows under a per-process cap: 1.27 GiB asked with 2.72 GiB reserved, of which
-    # 1.20 GiB is free in a segment one live 64 MiB block pins.
+def _growing_batch_under_a_cap(tmp_path, hole: int):
+    """A batch that grows under a per-process cap until 1.27 GiB is refused, with ``hole``
+    bytes free in a segment one live 64 MiB block pins."""
     pinned, batch = 64 * MIB, 1450 * MIB
-    seg_a, seg_b = pinned + 1230 * MIB, batch
+    seg_a, seg_b = pinned + hole, batch
     a, b = BASE, BASE + (4 << 30)
     trace = [{"action": "segment_alloc", "addr": a, "size": seg_a, "frames": [frame(5)]},
              {"action": "alloc", "addr": a, "size": pinned, "frames": [frame(6, "setup")]}]
@@ -122,15 +122,32 @@ def test_a_cap_with_a_pinned_segment_counts_the_headroom_and_what_expandable_seg
                 segment(b, seg_b, [(0, batch, "active_allocated")])]
     snap = open_written(tmp_path, "cap", segments, trace)
     (d,) = diagnose_ooms(snap)
-    assert d.verdict == "process_cap" and d.process_limit and d.limit == "process cap"
+    return d
+
+
+def test_a_cap_with_a_pinned_segment_counts_the_headroom_and_what_expandable_segments_change(tmp_path):
+    # 1.20 GiB free in holes for a 1.27 GiB request: packed together, the request would have
+    # fit under almost every cap the recording allows (it needed 70 MiB of the up to 1.27 GiB
+    # the cap left), so the cap's size, not recorded, decides: cannot tell.
+    d = _growing_batch_under_a_cap(tmp_path, 1230 * MIB)
+    assert d.verdict == "cannot tell" and d.confidence == "low" and d.process_limit and d.limit == "process cap"
     assert d.request_history["growing"]
-    assert d.pinned["free"] == 1230 * MIB and d.pinned["live_bytes"] == pinned
+    assert d.pinned["free"] == 1230 * MIB and d.pinned["live_bytes"] == 64 * MIB
     assert d.headroom_at_least == 0 and d.headroom_below > 0
     text = " ".join(e.text for e in d.evidence)
     assert "pinned" in text and "could not release" in text
     # What other settings would do comes from replaying the requests through the allocator model.
     assert "replayed through the allocator model with expandable_segments:True" in text
     assert {text for text, _ in d.replayed} >= {"expandable_segments:True", "max_split_size_mb:64"}
+    assert "in 95% of that range it would have fit" in text
+
+
+def test_a_grown_batch_with_small_holes_under_a_cap_is_the_cap(tmp_path):
+    # 50 MiB of holes for a 1.27 GiB request: only a cap within 50 MiB of the range's top would
+    # have let it fit (4% of the range): the batch outgrew what the cap leaves.
+    d = _growing_batch_under_a_cap(tmp_path, 50 * MIB)
+    assert (d.verdict, d.confidence) == ("process_cap", "medium")
+    assert "outgrew what the cap leaves" in " ".join(e.text for e in d.evidence)
 
 
 def test_a_leak_made_on_the_autograd_thread_names_its_backward_line(tmp_path):
