@@ -97,9 +97,11 @@ class FreeBurst:
 
 def find_bursts(snapshot: Snapshot, dev: DeviceModel, spans: LifeSpans,
                 life_site: np.ndarray, rounds_of: np.ndarray, releases: ev.FreeStacks,
-                by_steps: bool = False) -> list[FreeBurst]:
+                by_steps: bool = False, free_stacks: bool = True) -> list[FreeBurst]:
     """Every burst of the device's trace, each split by site and explained. ``rounds_of``
-    gives the round of an allocation at each event (steps when ``by_steps``)."""
+    gives the round of an allocation at each event (steps when ``by_steps``);
+    ``free_stacks`` is False when the frees carry their allocation's stacks
+    (context="alloc"), which then say nothing of why they were freed."""
     trace = dev.trace
     n_lives = len(dev.lives)
     start, stop = spans.start[:n_lives], spans.stop[:n_lives]
@@ -129,14 +131,15 @@ def find_bursts(snapshot: Snapshot, dev: DeviceModel, spans: LifeSpans,
                 continue
             lo, hi = np.searchsorted(site_sorted, [s, s + 1])
             site_groups.append(_site_group(snapshot, dev, spans, by_site[lo:hi], start_sorted[lo:hi], rounds_of,
-                                           releases, int(s), mine, first, last, ooms, allocs_before, by_steps))
+                                           releases, int(s), mine, first, last, ooms, allocs_before, by_steps,
+                                           free_stacks))
         out.append(FreeBurst(first, last, lives, site_groups))
     return out
 
 
 def _site_group(snapshot: Snapshot, dev: DeviceModel, spans: LifeSpans, same: np.ndarray, same_start: np.ndarray,
                 rounds_of: np.ndarray, releases: ev.FreeStacks, site: int, lives: np.ndarray, first: int, last: int,
-                ooms: np.ndarray, allocs_before: np.ndarray, by_steps: bool) -> SiteGroup:
+                ooms: np.ndarray, allocs_before: np.ndarray, by_steps: bool, own_free_stacks: bool = True) -> SiteGroup:
     """``same``: every life of the site, by when it was made (``same_start``); ``lives``:
     those freed in this burst."""
     trace = dev.trace
@@ -167,6 +170,12 @@ def _site_group(snapshot: Snapshot, dev: DeviceModel, spans: LifeSpans, same: np
                     rounds=int(len(np.unique(rounds_of[start[lives]]))), release=release, native=native,
                     relation=relation, free_frame=free_py[0] if free_py else None, survivors=len(left),
                     newest_survived=bool(newest >= 0 and stop[newest] > last), after_oom=after_oom)
+    if not own_free_stacks:
+        grp.cause, grp.confidence = UNKNOWN, "low"
+        grp.evidence.append(ev.Evidence("every free in the trace carries its allocation's stack (recorded with"
+                                        " context='alloc'): where and why these were freed is not recorded",
+                                        "cannot tell", first))
+        return grp
     _decide(snapshot, dev, grp, releases, free_sid, alloc_sid, first, int(start[newest]) if newest >= 0 else first,
             by_steps)
     return grp

@@ -191,6 +191,15 @@ def find_cycles(snapshot: Snapshot, dev: DeviceModel, depth: int = 1) -> CycleRe
     frees = int(np.count_nonzero(np.isin(trace.action, (act.FREE_COMPLETED, act.FREE))))
     scattered = _scattered_frees(snapshot, seen, n)
     _decide(report, found, cycle_groups, _oom_piles(dev, spans, life_site, sites, found), peak, frees, scattered)
+    if not seen.free_stacks and report.verdict == NO_CYCLES:
+        # The collector freeing a few tensors at a time makes no burst; only the frees' own
+        # stacks could show it, and these carry their allocations'.
+        report.verdict, report.confidence = CANNOT_TELL, "low"
+        report.evidence.insert(0, ev.Evidence("every free in the trace carries its allocation's stack (recorded with"
+                                              " context='alloc'): where and why memory was freed is not recorded, so"
+                                              " a collector freeing a few tensors at a time cannot be ruled out",
+                                              CANNOT_TELL))
+        report.alternatives = [{"verdict": "reference cycles", "why": "not excluded: nothing recorded tells"}]
     return report
 
 
@@ -315,6 +324,12 @@ def _decide(report: CycleReport, found: list[bu.FreeBurst], cycle_groups: list[t
                                  " could be the collector or code going out of scope", CANNOT_TELL,
                                  int(found[0].index)))
             e += _unique(x for g in unknown for x in g.evidence)[:2]
+        elif scattered["late_bytes"] >= UNEXPLAINED_SHARE * max(peak, 1):
+            report.verdict, report.confidence = CANNOT_TELL, "low"
+            e.append(ev.Evidence(f"{format_bytes(scattered['late_bytes'])} made in earlier iterations was freed later,"
+                                 " a few at a time, at lines where its scope did not end: the collector freeing small"
+                                 " cycles, or a del or a container trimmed there; Python stacks cannot tell which"
+                                 " (record with stacks='all')", CANNOT_TELL, scattered["late_event"]))
         elif others:
             explained = [g for gs in others.values() for g in gs]
             report.verdict, report.confidence = NO_CYCLES, _weakest(g.confidence for g in explained)
@@ -325,12 +340,6 @@ def _decide(report: CycleReport, found: list[bu.FreeBurst], cycle_groups: list[t
             if unknown:
                 e.append(ev.Evidence(f"{format_bytes(unknown_bytes)} more in small groups nothing recorded explains",
                                      CANNOT_TELL, int(found[0].index)))
-        elif scattered["late_bytes"] >= UNEXPLAINED_SHARE * max(peak, 1):
-            report.verdict, report.confidence = CANNOT_TELL, "low"
-            e.append(ev.Evidence(f"{format_bytes(scattered['late_bytes'])} made in earlier iterations was freed later,"
-                                 " a few at a time, at lines where its scope did not end: the collector freeing small"
-                                 " cycles, or a del or a container trimmed there; Python stacks cannot tell which"
-                                 " (record with stacks='all')", CANNOT_TELL, scattered["late_event"]))
         elif found:
             report.verdict, report.confidence = NO_CYCLES, "medium"
             e.append(ev.Evidence(f"{plural(len(found), 'burst')} of frees, none freeing {MIN_SITE_LIVES} or more"

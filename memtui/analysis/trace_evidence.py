@@ -10,7 +10,10 @@ same file gets two stories. This module is that reading:
   ``context="state"``, holds the blocks live at the dump and no events, so nothing about
   time (growth, bursts, what came before an OOM) can be told, and every verdict about
   time says ``cannot tell`` with this reason;
-* what the stacks carry (``all``: C++ frames too, ``python``, ``none``);
+* what the stacks carry (``all``: C++ frames too, ``python``, ``none``), and whether the
+  frees carry stacks of their own: recorded with ``context="alloc"``, torch gives every
+  free the stack its block was allocated with, so where (and why) memory was freed is
+  not recorded;
 * the steps (:mod:`memtui.analysis.steps`);
 * the bursts of frees and the cause of each (:mod:`memtui.analysis.bursts`), and for every
   life the cause of the burst that freed it.
@@ -48,6 +51,7 @@ class TraceEvidence:
     bursts: list[bu.FreeBurst]
     freed_by: np.ndarray  # per traced life: index into CAUSES of the burst group that freed it, -1 none
     rounds: np.ndarray  # per event: the iteration (step) an allocation made there belongs to
+    free_stacks: bool = True  # frees carry their own stacks, not their allocation's (context="alloc")
 
     @property
     def no_trace_reason(self) -> str | None:
@@ -73,14 +77,32 @@ def trace_evidence(snapshot: Snapshot, dev: DeviceModel, depth: int = 1) -> Trac
     traced = has_trace(dev)
     found: list[bu.FreeBurst] = []
     rounds_of = rounds(len(trace), steps or _iterations(snapshot, dev)) if traced else np.zeros(len(trace), np.int64)
+    own = frees_have_own_stacks(dev, spans)
     if traced and n_lives:
-        found = bu.find_bursts(snapshot, dev, spans, life_site, rounds_of, releases, steps is not None)
+        found = bu.find_bursts(snapshot, dev, spans, life_site, rounds_of, releases, steps is not None, own)
     freed_by = np.full(n_lives, -1, np.int64)
     for b in found:
         for g in b.groups:
             freed_by[g.lives] = CAUSES.index(g.cause)
     return TraceEvidence(dev.device, traced, stacks_recorded(dev, releases), steps, spans, life_site, sites,
-                         releases, found, freed_by, rounds_of)
+                         releases, found, freed_by, rounds_of, own)
+
+
+def frees_have_own_stacks(dev: DeviceModel, spans: LifeSpans) -> bool:
+    """False when every free with a stack (at least ``bu.MIN_BURST`` of them) carries exactly
+    its allocation's stack, as torch writes them under ``context="alloc"``. With
+    ``context="all"`` some frees always happen elsewhere than their allocation (a whole
+    trace of frees at the very statement that made them is no trace worth reading by
+    free stacks either)."""
+    n_lives = len(dev.lives)
+    start, stop = spans.start[:n_lives], spans.stop[:n_lives]
+    freed = (start >= 0) & (stop < len(dev.trace))
+    free_sid = dev.trace.stack[stop[freed]].astype(np.int64)
+    alloc_sid = spans.stack[:n_lives][freed].astype(np.int64)
+    with_stack = free_sid >= 0
+    if int(with_stack.sum()) < bu.MIN_BURST:
+        return True
+    return not bool(np.all(free_sid[with_stack] == alloc_sid[with_stack]))
 
 
 def has_trace(dev: DeviceModel) -> bool:

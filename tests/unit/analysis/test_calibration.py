@@ -35,12 +35,18 @@ def test_docs_carry_the_calibration_tables():
     text = DOCS.read_text()
     assert calibration_table(scored(), "build") in text, "docs/analyses.md: paste `python -m " \
                                                         "tests.unit.analysis.calibration`"
-    if any(truth["split"] == "heldout" for _, _, truth in heldout_files()):
-        assert calibration_table(scored(), "heldout") in text
+    for split in ("heldout", "heldout2"):
+        if any(truth["split"] == split for _, _, truth in heldout_files()):
+            assert calibration_table(scored(), split) in text, split
 
 
-def test_no_confident_verdict_is_wrong_on_the_build_files():
+def test_no_confident_verdict_is_wrong_on_the_files_the_rules_were_made_on():
     # The rules were made on these: a list comprehension read as iterations of a leak, a
-    # cap-dependent fragmentation guess, small cycles called "no cycles" were each fixed.
-    wrong = [s for s in wrong_confident(scored()) if s.split == "build"]
+    # cap-dependent fragmentation guess, small cycles called "no cycles" were each fixed on
+    # the build half; library frees read as the collector and a guess under an unrecorded
+    # cap, on the first held-out half after it was scored; a loop's working set given back
+    # read as a leak (high), a buffer grown by torch.cat read as no leak, small collections
+    # beside explained bursts and frees that carry their allocation's stack (context='alloc')
+    # read as no cycles, on the second held-out set after it was scored.
+    wrong = [s for s in wrong_confident(scored()) if s.split in ("build", "heldout", "heldout2")]
     assert not wrong, [(s.score.file, s.score.analysis, s.score.verdict, s.score.truth) for s in wrong]
