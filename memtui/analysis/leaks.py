@@ -412,6 +412,16 @@ def _first_stackless_after(dev: DeviceModel, i: int) -> int:
     return i + 1 + int(after[0]) if len(after) else i
 
 
+def _cannot_tell(report: LeakReport, why: str, alternatives: tuple[str, ...]) -> None:
+    """A ``cannot tell`` verdict with its evidence; ``alternatives``: why a leak is not
+    excluded, then any other explanation and why it is not excluded either."""
+    report.verdict, report.confidence = CANNOT_TELL, "low"
+    report.evidence.append(ev.Evidence(why, CANNOT_TELL))
+    report.alternatives.append({"verdict": LEAK, "why": alternatives[0]})
+    if len(alternatives) == 3:
+        report.alternatives.append({"verdict": alternatives[1], "why": alternatives[2]})
+
+
 def _decide(report: LeakReport, labels: list[str], kinds: np.ndarray, floor_growth: np.ndarray,
             rises: np.ndarray, teeth: np.ndarray, released: np.ndarray, samples: int,
             marks: IterationMarks | None) -> None:
@@ -430,14 +440,12 @@ def _decide(report: LeakReport, labels: list[str], kinds: np.ndarray, floor_grow
         # Time windows are not iterations: memory that rises through one long step (a
         # forward pass keeping its activations) rises in every window too.
         s = int(leaks[np.argmax(floor_growth[leaks])])
-        report.verdict, report.confidence = CANNOT_TELL, "low"
-        e.append(ev.Evidence(f"{labels[s]} kept more in {rises[s]} of {parts} time windows"
-                             f" (+{f(int(floor_growth[s]))}), but the trace shows no repeated step (no step"
-                             " annotations, no statement the program returns to): growth within one step cannot"
-                             " be told from a leak", CANNOT_TELL))
-        alt.append({"verdict": LEAK, "why": "cannot be excluded: it grew in most windows"})
-        alt.append({"verdict": "one step's working set (activations kept until backward)",
-                    "why": "cannot be excluded: a window is not an iteration"})
+        _cannot_tell(report, f"{labels[s]} kept more in {rises[s]} of {parts} time windows"
+                     f" (+{f(int(floor_growth[s]))}), but the trace shows no repeated step (no step annotations, no"
+                     " statement the program returns to): growth within one step cannot be told from a leak",
+                     ("cannot be excluded: it grew in most windows",
+                      "one step's working set (activations kept until backward)",
+                      "cannot be excluded: a window is not an iteration"))
         return
     if len(leaks):
         top = leaks[np.argsort(-floor_growth[leaks])]
@@ -446,16 +454,14 @@ def _decide(report: LeakReport, labels: list[str], kinds: np.ndarray, floor_grow
             # A statement returned to is a loop, not always a step: a loop inside one call (a
             # generation's tokens, a batch's pieces) keeps what it makes until the call
             # returns, as a leak does until its holder goes.
-            report.verdict, report.confidence = CANNOT_TELL, "low"
-            e.append(ev.Evidence(f"{labels[s]} kept more in {rises[s]} of the run's {parts} parts"
-                                 f" (+{f(int(floor_growth[s]))}; {samples} samples at {how}), but"
-                                 f" {f(int(released[s]))} of it was given back after the loop, before the trace"
-                                 " ended: a loop inside one call keeping what it makes until it returns (a"
-                                 " generation's tokens or cache) frees so, as does a leak whose holder went; with"
-                                 " no step marks the trace cannot tell", CANNOT_TELL))
-            alt.append({"verdict": LEAK, "why": "not excluded: it grew all through the loop"})
-            alt.append({"verdict": "one call's working set, given back when it returned",
-                        "why": "not excluded: the memory was freed before the trace ended"})
+            _cannot_tell(report, f"{labels[s]} kept more in {rises[s]} of the run's {parts} parts"
+                         f" (+{f(int(floor_growth[s]))}; {samples} samples at {how}), but {f(int(released[s]))} of"
+                         " it was given back after the loop, before the trace ended: a loop inside one call keeping"
+                         " what it makes until it returns (a generation's tokens or cache) frees so, as does a leak"
+                         " whose holder went; with no step marks the trace cannot tell",
+                         ("not excluded: it grew all through the loop",
+                          "one call's working set, given back when it returned",
+                          "not excluded: the memory was freed before the trace ended"))
             return
         report.verdict = LEAK
         report.confidence = "high" if rises[s] * 5 >= parts * 4 and parts >= 8 else "medium"
@@ -483,12 +489,10 @@ def _decide(report: LeakReport, labels: list[str], kinds: np.ndarray, floor_grow
         if rises[s] * 2 >= parts:
             # Grew in most parts and had not stopped, though what it held at the end was made
             # lately: a buffer replaced by a bigger one each round (torch.cat) does that, leak or not.
-            report.verdict, report.confidence = CANNOT_TELL, "low"
-            e.append(ev.Evidence(f"{labels[s]} kept more in {rises[s]} of the run's {parts} parts"
-                                 f" (+{f(int(floor_growth[s]))}) and had not stopped when the trace ended; what it"
-                                 " held at the end was made lately, as by a buffer grown by copying (torch.cat) or a"
-                                 " growing working set: leak or not, the trace cannot tell", CANNOT_TELL))
-            alt.append({"verdict": LEAK, "why": "not excluded: the growth had not stopped"})
+            _cannot_tell(report, f"{labels[s]} kept more in {rises[s]} of the run's {parts} parts"
+                         f" (+{f(int(floor_growth[s]))}) and had not stopped when the trace ended; what it held at"
+                         " the end was made lately, as by a buffer grown by copying (torch.cat) or a growing working"
+                         " set: leak or not, the trace cannot tell", ("not excluded: the growth had not stopped",))
             return
         e.append(ev.Evidence(f"{labels[s]} still kept more in the run's last part (+{f(int(floor_growth[s]))},"
                              f" rose in {rises[s]} of {parts} parts): growth that had not stopped when the trace"
