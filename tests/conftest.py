@@ -39,7 +39,7 @@ def shared_files(pattern: str = "*.pickle*") -> list[Path]:
 
 # Truth sets with files of their own tests (many files, some of 80,000 events): every test that
 # runs over all samples would otherwise run over them too.
-_OWN_TESTS = {"scenarios", "whatif", "heldout", "heldout2"}
+_OWN_TESTS = {"scenarios", "whatif", "heldout", "heldout2", "heldout3"}
 
 
 def terminal_env(**extra: str) -> dict[str, str]:
@@ -71,8 +71,8 @@ def whatif_files() -> list[Path]:
 
 def heldout_files() -> list[Path]:
     """Recordings from programs written apart from the analyses (sample_snapshots/heldout and
-    the second set, sample_snapshots/heldout2)."""
-    return sorted(p for folder in ("heldout", "heldout2") for p in (SAMPLES / folder).glob("*.pickle*"))
+    the later sets, heldout2 and heldout3)."""
+    return sorted(p for folder in ("heldout", "heldout2", "heldout3") for p in (SAMPLES / folder).glob("*.pickle*"))
 
 
 def truth_for(path: Path) -> dict:

@@ -36,6 +36,8 @@ import numpy as np
 from memtui.analysis import bursts as bu
 from memtui.analysis import evidence as ev
 from memtui.analysis.callsites import CallSites, group_by_site
+from memtui.analysis.cycles import CANNOT_TELL as CYCLES_CANNOT_TELL
+from memtui.analysis.cycles import CycleReport, find_cycles
 from memtui.analysis.live import LifeSpans, life_spans
 from memtui.analysis.steps import IterationMarks, StepPoints, iteration_marks, step_points
 from memtui.analysis.trace_evidence import NO_TRACE, TraceEvidence, has_trace, trace_evidence
@@ -191,7 +193,27 @@ def find_leaks(snapshot: Snapshot, dev: DeviceModel, depth: int = 1, max_points:
             f"{labels[site]} kept more all through the run, but {format_bytes(held)} of what it held at the last"
             f" sample was then freed by {bu.CAUSE_WORDS[cause]} (as `memtui cycles` and `memtui oom` show): held"
             " by that, not kept by the program", RELEASED))
+    if report.verdict == LEAK:
+        _weigh_cycles(report, find_cycles(snapshot, dev))
     return report
+
+
+def _weigh_cycles(report: LeakReport, cycles: CycleReport) -> None:
+    """A leak only where reference cycles are ruled out: memory that cycles hold grows like
+    a leak until the collector runs. When the cycle analysis of the same device cannot tell
+    (bursts or late frees nothing recorded explains, no stacks on the frees), neither can
+    this one: both answers are given as possible, with the cycle analysis's reason."""
+    if cycles.verdict != CYCLES_CANNOT_TELL:
+        return
+    reason = cycles.evidence[0].text if cycles.evidence else "it cannot tell"
+    report.verdict, report.confidence = CANNOT_TELL, "low"
+    report.evidence.insert(0, ev.Evidence(
+        "it grew like a leak, but memory held by reference cycles grows the same way until the collector runs,"
+        f" and the cycle analysis of this device cannot rule the collector out (memtui cycles): {reason}",
+        CANNOT_TELL))
+    report.alternatives.insert(0, {"verdict": "reference cycles the collector frees late",
+                                   "why": "not excluded: memtui cycles cannot tell on this device"})
+    report.alternatives.insert(0, {"verdict": LEAK, "why": "not excluded: it grew all through the run"})
 
 
 def _let_go_by_bursts(seen: TraceEvidence, spans: LifeSpans, site_of_life: np.ndarray, last: int,

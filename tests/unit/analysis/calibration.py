@@ -17,7 +17,10 @@ The files come in two groups:
   made on;
 * **held out, second set**: ``sample_snapshots/heldout2`` (``"split": "heldout2"``),
   recorded after those corrections from programs written apart from the rules, scored
-  once.
+  once; four rules were corrected after that score, so these too now count among the
+  files the rules were made on;
+* **held out, third set**: ``sample_snapshots/heldout3`` (``"split": "heldout3"``),
+  recorded after those corrections, scored once.
 
 The held-out truth is what the live program measured (sample_snapshots/heldout/README.md):
 ``leak``; ``reference_cycles`` (the collector freed CUDA memory while history was
@@ -40,8 +43,8 @@ from tests.conftest import SAMPLES
 from tests.fixtures.opened import verdicts
 from tests.unit.analysis.matrix import Score, all_scores
 
-HELDOUT_FOLDERS = (SAMPLES / "heldout", SAMPLES / "heldout2")
-SPLITS = ("build", "heldout", "heldout2")
+HELDOUT_FOLDERS = (SAMPLES / "heldout", SAMPLES / "heldout2", SAMPLES / "heldout3")
+SPLITS = ("build", "heldout", "heldout2", "heldout3")
 PROMISE = {"high": 0.98, "medium": 0.85}
 ANALYSES = ("leaks", "cycles", "oom")
 OOM_AS = {"capacity": "capacity", "process_cap": "capacity", "external": "capacity", "fragmentation": "fragmentation"}
