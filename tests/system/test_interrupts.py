@@ -22,7 +22,7 @@ import pytest
 
 from memtui.cache import ModelCache
 from tests.conftest import ROOT
-from tests.fixtures.interrupt_runs import measure_duration, run_once
+from tests.fixtures.interrupt_runs import default_signals, measure_duration, run_once
 from tests.fixtures.tiny_snapshot import write_tiny_snapshot
 
 # The cache write stalls in its fsync (a slow disk), or crawls through its pieces.
@@ -70,7 +70,7 @@ def test_a_signal_during_the_cache_write_ends_in_one_line(tmp_path, script, sign
     folder = Path(ModelCache(str(cache_dir)).folder)
     process = subprocess.Popen([sys.executable, "-c", script, "info", "--cache-dir", str(cache_dir), str(snapshot)],
                                cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)
+                               stderr=subprocess.PIPE, preexec_fn=default_signals)
     deadline = time.monotonic() + 60
     while not partial_files(folder):
         assert process.poll() is None, process.communicate()

@@ -25,6 +25,7 @@ import pytest
 
 from memtui.tui.lifecycle import EXIT_GRACE
 from tests.conftest import ROOT
+from tests.fixtures.interrupt_runs import default_signals
 from tests.fixtures.tiny_snapshot import write_tiny_snapshot
 
 LEAVE_ALT_SCREEN = b"\x1b[?1049l"
@@ -65,7 +66,7 @@ class PtyRun:
         env = dict(os.environ, TERM="xterm-256color", PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(cache_home))
         env.pop("NO_COLOR", None)
         self.process = subprocess.Popen(command, stdin=self.slave, stdout=self.slave, stderr=self.slave, env=env,
-                                        cwd=ROOT, start_new_session=True)
+                                        cwd=ROOT, start_new_session=True, preexec_fn=default_signals)
         self.output = b""
 
     def read_until(self, wanted: bytes, timeout: float = 60) -> None:
