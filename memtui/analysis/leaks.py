@@ -501,9 +501,18 @@ def _decide(report: LeakReport, labels: list[str], kinds: np.ndarray, floor_grow
         alt.append({"verdict": "growth given back (a cache or batch freed each round)",
                     "why": "rejected: what it held at the end was made all through the run"})
         return
+    if marks is None:
+        # Time windows are not iterations, for "no leak" as for "leak": a file holding one
+        # forward pass, one step or one long call shows its working set rise and fall, and
+        # says nothing of what each repeat of it would keep.
+        _cannot_tell(report, f"nothing kept more all through the run's {parts} time windows, but the trace shows no"
+                     " repeated step (no step annotations, no statement the program returns to): one pass's"
+                     " working set says nothing of what repeating it would keep",
+                     ("not excluded: no iterations to compare",))
+        return
     report.verdict = NO_LEAK
     # Only iterations compared with each other make "nothing grew" sure.
-    report.confidence = "high" if parts >= 8 and marks is not None else "medium"
+    report.confidence = "high" if parts >= 8 else "medium"
     rising = np.flatnonzero(kinds == KINDS.index(RISING))
     if len(rising):
         s = int(rising[np.argmax(floor_growth[rising])])

@@ -33,10 +33,11 @@ def test_the_matrix_covers_both_kinds_of_stacks_and_every_analysis():
     found = scores()
     for analysis in ("cycles", "leaks", "oom"):
         assert {s.stacks for s in found if s.analysis == analysis} >= {"python", "all"}
-    # The scenarios that the old heuristics got wrong are right now.
+    # The scenarios that the old heuristics got wrong are right now (kv_cache_grows_then_freed_py
+    # was, until "no leak" over time windows became cannot tell: its trace has no repeated step).
     right = {(s.file, s.analysis) for s in found if s.cell == "right"}
     for name in ("cycle_awaitable_all", "cycle_gc_interval_all", "exception_cleanup_all", "eval_loop_end_all",
-                 "leak_cache_dict_py", "leak_hooks_all", "kv_cache_grows_then_freed_py"):
+                 "leak_cache_dict_py", "leak_hooks_all"):
         assert any(f == name for f, _ in right), name
     assert ("oom_growing_batch_py", "oom") in right
 

@@ -142,3 +142,20 @@ def test_a_trace_too_short_to_hold_a_burst_cannot_tell_about_cycles(tmp_path):
     report = find_cycles(snap, snap.devices[0])
     assert report.verdict == "cannot tell" and report.to_json()["cycles_suspected"] is None
     assert "too short" in report.evidence[0].text
+
+
+def test_one_inference_pass_whose_memory_comes_and_goes_is_not_no_leak(tmp_path):
+    # One forward pass under no_grad, as a public inference dump holds it: every layer's
+    # output made and let go, nothing growing over the time windows, and no step to compare.
+    t = Trace()
+    t.alloc(64 * MIB, [frame(20, "<module>", "/home/u/infer.py")])
+    previous = t.alloc(8 * MIB, layer_stack(126))
+    for _ in range(48):
+        out = t.alloc(8 * MIB, layer_stack(128))
+        t.free(previous, 8 * MIB, layer_stack(128))
+        previous = out
+    snap = open_snapshot(write_snapshot(tmp_path / "inference.pickle", [], t.entries))
+    assert iteration_marks(snap, snap.devices[0]) is None
+    report = find_leaks(snap, snap.devices[0])
+    assert (report.verdict, report.confidence) == ("cannot tell", "low")
+    assert "no repeated step" in report.evidence[0].text
