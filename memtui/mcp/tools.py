@@ -150,7 +150,8 @@ def explain_oom(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: 
     data = {"device": result.device, "ooms": [d.to_json() for d in found[:limit]], "total": len(found),
             "truncated": len(found) > limit}
     if not found:
-        return Answer(f"{snapshot.name}: no OOM in this snapshot", data)
+        reason = f" ({result.no_trace_reason}: an OOM before the dump would not show)" if result.no_trace_reason else ""
+        return Answer(f"{snapshot.name}: no OOM in this snapshot{reason}", data)
     d = found[0]
     lines = [f"{plural(len(found), 'OOM')}; the first: device {d.device}, event {d.index:,}: requested "
              f"{format_bytes(d.requested)} with {format_bytes(d.device_free)} free on the device; verdict: "

@@ -12,12 +12,17 @@ from memtui.units import format_bytes
 SITE_COLUMNS = (Column("bytes", "bytes"), Column("count", "count"), Column("site", "location", "call site"))
 
 
-def oom_report(device: int, found: list[OomDiagnosis], largest_shown: int | None = None) -> Report:
+def oom_report(device: int, found: list[OomDiagnosis], largest_shown: int | None = None,
+               no_trace_reason: str | None = None) -> Report:
     """Every OOM of ``device``, one after another; each has a ``sites`` table (the call
     sites holding memory at it) and, for capacity and cap verdicts, a ``largest`` table
-    (its text: at most ``largest_shown`` allocations)."""
+    (its text: at most ``largest_shown`` allocations). ``no_trace_reason``: why a file
+    without a trace could not show an OOM (an OOM-time dump without history is one)."""
     if not found:
-        return Report("Why OOM", [Lines(lines=[f"device {device}: no OOM in this snapshot's trace"])])
+        lines = [f"device {device}: no OOM in this snapshot's trace"]
+        if no_trace_reason:
+            lines.append(f"  {no_trace_reason}: an OOM before the dump would not show")
+        return Report("Why OOM", [Lines(lines=lines)])
     sections: list[AnySection] = []
     for n, d in enumerate(found, 1):
         part = diagnosis_sections(d, n, len(found), largest_shown)

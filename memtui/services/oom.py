@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memtui.analysis.oom import OomDiagnosis, diagnose_ooms
+from memtui.analysis.trace_evidence import NO_TRACE, has_trace
 from memtui.model import Snapshot
 from memtui.report.oom import diagnosis_sections, oom_report
 from memtui.report.sections import Report
@@ -29,17 +30,20 @@ class OomOptions:
 class OomResult:
     device: int
     ooms: list[OomDiagnosis]
+    no_trace_reason: str | None = None  # why the file could not show an OOM, when it has no trace
 
     def to_json(self) -> dict[str, Any]:
         return {"device": self.device, "ooms": [d.to_json() for d in self.ooms]}
 
     def report(self) -> Report:
-        return oom_report(self.device, self.ooms, LARGEST_SHOWN)
+        return oom_report(self.device, self.ooms, LARGEST_SHOWN, self.no_trace_reason)
 
 
 def oom(snapshot: Snapshot, options: OomOptions) -> OomResult:
     device = device_index(snapshot, options.device)
-    return OomResult(device, diagnose_ooms(snapshot, device, options.device_memory, options.depth, options.top))
+    found = diagnose_ooms(snapshot, device, options.device_memory, options.depth, options.top)
+    traced = not snapshot.devices or has_trace(snapshot.devices[device])
+    return OomResult(device, found, None if traced else NO_TRACE)
 
 
 def render(d: OomDiagnosis, n: int = 1, total: int = 1) -> list[str]:

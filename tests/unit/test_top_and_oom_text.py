@@ -39,3 +39,14 @@ def test_a_given_device_total_is_not_called_estimated():
                             device_total_estimated=False, non_pytorch=GIB)
     text = " ".join(explain(d))
     assert "estimated" not in text and "--device-memory" not in text
+
+
+def test_a_dump_without_a_trace_says_it_could_not_show_an_oom(capsys):
+    # Dumped at the OOM with history off: the trace is empty, so "no OOM" alone would mislead.
+    from tests.conftest import SAMPLES
+
+    assert main(["oom", str(SAMPLES / "heldout" / "oom_state_only.pickle.xz")]) == 0
+    out = capsys.readouterr().out
+    assert "no OOM in this snapshot's trace" in out and "an OOM before the dump would not show" in out
+    assert main(["oom", str(SAMPLES / "train_linear_adam.pickle.xz")]) == 0  # a trace with no OOM: no caveat
+    assert "would not show" not in capsys.readouterr().out
