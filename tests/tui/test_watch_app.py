@@ -67,3 +67,25 @@ async def test_the_live_view_follows_the_job_freezes_and_keeps_the_last_state(li
         for server in servers:
             server.stop()
         await asyncio.sleep(0)
+
+
+async def test_pause_says_so_at_once_not_at_the_next_tick(live_dir, tmp_path, monkeypatch):
+    # With the redraw tick pushed out of reach, only the key itself can put PAUSED in the header.
+    import memtui.tui.screens.live as live_screen
+
+    monkeypatch.setattr(live_screen, "REDRAW", 3600.0)
+    server = serve_replay(str(OOM_FILE), rate=3000, interval=0.02, rank=0, job="j")
+    try:
+        app = WatchApp(list_jobs(), out_dir=str(tmp_path))
+        async with app.run_test(size=(80, 24)) as pilot:
+            assert await until(pilot, lambda: isinstance(app.screen, LiveScreen))
+            live = app.screen
+            assert await until(pilot, lambda: live.client is not None)
+            await pilot.press("p")
+            assert "PAUSED" in str(live.query_one("#live-header").render())
+            await pilot.press("p")
+            assert str(live.query_one("#live-header").render()).startswith("LIVE")
+            await pilot.press("q")
+    finally:
+        server.stop()
+        await asyncio.sleep(0)

@@ -242,6 +242,7 @@ class LiveScreen(Screen):
     # -- keys --------------------------------------------------------------------------
     def action_pause(self) -> None:
         self.paused = not self.paused
+        self._show_header()  # says PAUSED or LIVE now, not at the next tick
         self.status.say("paused: the view holds still, the job's updates are kept; ↑↓ PgUp scroll back, "
                         "p resumes" if self.paused else "live again")
         if self.paused:
