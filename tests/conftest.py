@@ -39,7 +39,9 @@ def shared_files(pattern: str = "*.pickle*") -> list[Path]:
 
 # Truth sets with files of their own tests (many files, some of 80,000 events): every test that
 # runs over all samples would otherwise run over them too.
-_OWN_TESTS = {"scenarios", "whatif", "heldout", "heldout2", "heldout3"}
+# The held-out sets, in the order they were recorded (sample_snapshots/heldout*/README.md).
+HELDOUT_SETS = ("heldout", "heldout2", "heldout3")
+_OWN_TESTS = {"scenarios", "whatif", *HELDOUT_SETS}
 
 
 def terminal_env(**extra: str) -> dict[str, str]:
@@ -72,7 +74,7 @@ def whatif_files() -> list[Path]:
 def heldout_files() -> list[Path]:
     """Recordings from programs written apart from the analyses (sample_snapshots/heldout and
     the later sets, heldout2 and heldout3)."""
-    return sorted(p for folder in ("heldout", "heldout2", "heldout3") for p in (SAMPLES / folder).glob("*.pickle*"))
+    return sorted(p for folder in HELDOUT_SETS for p in (SAMPLES / folder).glob("*.pickle*"))
 
 
 def truth_for(path: Path) -> dict:

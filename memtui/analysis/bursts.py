@@ -97,10 +97,10 @@ class FreeBurst:
 
 def find_bursts(snapshot: Snapshot, dev: DeviceModel, spans: LifeSpans,
                 life_site: np.ndarray, rounds_of: np.ndarray, releases: ev.FreeStacks,
-                by_steps: bool = False, free_stacks: bool = True) -> list[FreeBurst]:
+                by_steps: bool = False, own_free_stacks: bool = True) -> list[FreeBurst]:
     """Every burst of the device's trace, each split by site and explained. ``rounds_of``
     gives the round of an allocation at each event (steps when ``by_steps``);
-    ``free_stacks`` is False when the frees carry their allocation's stacks
+    ``own_free_stacks`` is False when the frees carry their allocation's stacks
     (context="alloc"), which then say nothing of why they were freed."""
     trace = dev.trace
     n_lives = len(dev.lives)
@@ -132,7 +132,7 @@ def find_bursts(snapshot: Snapshot, dev: DeviceModel, spans: LifeSpans,
             lo, hi = np.searchsorted(site_sorted, [s, s + 1])
             site_groups.append(_site_group(snapshot, dev, spans, by_site[lo:hi], start_sorted[lo:hi], rounds_of,
                                            releases, int(s), mine, first, last, ooms, allocs_before, by_steps,
-                                           free_stacks))
+                                           own_free_stacks))
         out.append(FreeBurst(first, last, lives, site_groups))
     return out
 

@@ -137,8 +137,9 @@ class CycleReport:
                 "suggestion": SUGGESTION if self.suspected else None}
 
 
-def find_cycles(snapshot: Snapshot, dev: DeviceModel, depth: int = 1) -> CycleReport:
-    seen = trace_evidence(snapshot, dev, depth)
+def find_cycles(snapshot: Snapshot, dev: DeviceModel, depth: int = 1, seen: TraceEvidence | None = None) -> CycleReport:
+    """``seen``: the device's trace evidence at ``depth`` when the caller has read it already."""
+    seen = seen if seen is not None else trace_evidence(snapshot, dev, depth)
     trace = dev.trace
     n = len(trace)
     sites, spans, life_site, steps = seen.sites, seen.spans, seen.life_site, seen.steps

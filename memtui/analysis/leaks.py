@@ -162,8 +162,8 @@ def find_leaks(snapshot: Snapshot, dev: DeviceModel, depth: int = 1, max_points:
     released = _released_after(spans, site_of_life, last, n_sites)
     candidates = np.flatnonzero(kinds == LEAK_CODE)
     # The bursts' causes matter only to a site that would be called a leak.
-    let_go = _let_go_by_bursts(trace_evidence(snapshot, dev), spans, site_of_life, last, candidates) \
-        if len(candidates) else {}
+    seen = trace_evidence(snapshot, dev) if len(candidates) else None
+    let_go = _let_go_by_bursts(seen, spans, site_of_life, last, candidates) if seen is not None else {}
     for site in let_go:
         kinds[site] = KINDS.index(RELEASED)
     growing = kinds == LEAK_CODE
@@ -193,8 +193,8 @@ def find_leaks(snapshot: Snapshot, dev: DeviceModel, depth: int = 1, max_points:
             f"{labels[site]} kept more all through the run, but {format_bytes(held)} of what it held at the last"
             f" sample was then freed by {bu.CAUSE_WORDS[cause]} (as `memtui cycles` and `memtui oom` show): held"
             " by that, not kept by the program", RELEASED))
-    if report.verdict == LEAK:
-        _weigh_cycles(report, find_cycles(snapshot, dev))
+    if report.verdict == LEAK:  # only a candidate becomes a leak, so the trace was read above
+        _weigh_cycles(report, find_cycles(snapshot, dev, seen=seen))
     return report
 
 
@@ -434,14 +434,14 @@ def _first_stackless_after(dev: DeviceModel, i: int) -> int:
     return i + 1 + int(after[0]) if len(after) else i
 
 
-def _cannot_tell(report: LeakReport, why: str, alternatives: tuple[str, ...]) -> None:
-    """A ``cannot tell`` verdict with its evidence; ``alternatives``: why a leak is not
-    excluded, then any other explanation and why it is not excluded either."""
+def _cannot_tell(report: LeakReport, why: str, leak_why: str, other: tuple[str, str] | None = None) -> None:
+    """A ``cannot tell`` verdict with its evidence: why a leak is not excluded, and ``other``,
+    another explanation (verdict, why) not excluded either."""
     report.verdict, report.confidence = CANNOT_TELL, "low"
     report.evidence.append(ev.Evidence(why, CANNOT_TELL))
-    report.alternatives.append({"verdict": LEAK, "why": alternatives[0]})
-    if len(alternatives) == 3:
-        report.alternatives.append({"verdict": alternatives[1], "why": alternatives[2]})
+    report.alternatives.append({"verdict": LEAK, "why": leak_why})
+    if other is not None:
+        report.alternatives.append({"verdict": other[0], "why": other[1]})
 
 
 def _decide(report: LeakReport, labels: list[str], kinds: np.ndarray, floor_growth: np.ndarray,
@@ -465,8 +465,8 @@ def _decide(report: LeakReport, labels: list[str], kinds: np.ndarray, floor_grow
         _cannot_tell(report, f"{labels[s]} kept more in {rises[s]} of {parts} time windows"
                      f" (+{f(int(floor_growth[s]))}), but the trace shows no repeated step (no step annotations, no"
                      " statement the program returns to): growth within one step cannot be told from a leak",
-                     ("cannot be excluded: it grew in most windows",
-                      "one step's working set (activations kept until backward)",
+                     "cannot be excluded: it grew in most windows",
+                     ("one step's working set (activations kept until backward)",
                       "cannot be excluded: a window is not an iteration"))
         return
     if len(leaks):
@@ -481,8 +481,8 @@ def _decide(report: LeakReport, labels: list[str], kinds: np.ndarray, floor_grow
                          " it was given back after the loop, before the trace ended: a loop inside one call keeping"
                          " what it makes until it returns (a generation's tokens or cache) frees so, as does a leak"
                          " whose holder went; with no step marks the trace cannot tell",
-                         ("not excluded: it grew all through the loop",
-                          "one call's working set, given back when it returned",
+                         "not excluded: it grew all through the loop",
+                         ("one call's working set, given back when it returned",
                           "not excluded: the memory was freed before the trace ended"))
             return
         report.verdict = LEAK
@@ -508,7 +508,7 @@ def _decide(report: LeakReport, labels: list[str], kinds: np.ndarray, floor_grow
         _cannot_tell(report, f"nothing kept more all through the run's {parts} time windows, but the trace shows no"
                      " repeated step (no step annotations, no statement the program returns to): one pass's"
                      " working set says nothing of what repeating it would keep",
-                     ("not excluded: no iterations to compare",))
+                     "not excluded: no iterations to compare")
         return
     report.verdict = NO_LEAK
     # Only iterations compared with each other make "nothing grew" sure.
@@ -523,7 +523,7 @@ def _decide(report: LeakReport, labels: list[str], kinds: np.ndarray, floor_grow
             _cannot_tell(report, f"{labels[s]} kept more in {rises[s]} of the run's {parts} parts"
                          f" (+{f(int(floor_growth[s]))}) and had not stopped when the trace ended; what it held at"
                          " the end was made lately, as by a buffer grown by copying (torch.cat) or a growing working"
-                         " set: leak or not, the trace cannot tell", ("not excluded: the growth had not stopped",))
+                         " set: leak or not, the trace cannot tell", "not excluded: the growth had not stopped")
             return
         e.append(ev.Evidence(f"{labels[s]} still kept more in the run's last part (+{f(int(floor_growth[s]))},"
                              f" rose in {rises[s]} of {parts} parts): growth that had not stopped when the trace"

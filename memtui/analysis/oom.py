@@ -294,7 +294,6 @@ def _verdict(d: OomDiagnosis, headroom: int) -> None:
     elif d.process_limit and largest < r and (share := cap_share_that_fits(d)) > CAP_DOUBT:
         # Whether the holes packed together would have served it depends on the cap, which
         # the snapshot does not record: what it would still need lies within the cap's range.
-        holes = True
         d.verdict, d.confidence = CANNOT_TELL, "low"
         e.append(ev.Evidence(f"{f(usable)} sits free in holes of the pool (the largest {f(largest)}): packed together"
                              f" the request would need {f(r - usable)} more under the cap, which left between"
@@ -326,7 +325,7 @@ def _verdict(d: OomDiagnosis, headroom: int) -> None:
     if d.released_before:
         e.append(ev.Evidence(f"just before, the allocator released {f(d.released_before)} of cached segments to"
                              " retry", d.verdict, d.index))
-    _alternatives(d, headroom, external, holes)
+    _alternatives(d, headroom, external, holes or d.verdict == CANNOT_TELL)
 
 
 def cap_share_that_fits(d: OomDiagnosis) -> float:

@@ -39,12 +39,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conftest import SAMPLES
+from tests.conftest import HELDOUT_SETS, SAMPLES
 from tests.fixtures.opened import verdicts
 from tests.unit.analysis.matrix import Score, all_scores
 
-HELDOUT_FOLDERS = (SAMPLES / "heldout", SAMPLES / "heldout2", SAMPLES / "heldout3")
-SPLITS = ("build", "heldout", "heldout2", "heldout3")
+HELDOUT_FOLDERS = tuple(SAMPLES / name for name in HELDOUT_SETS)
+SPLITS = ("build", *HELDOUT_SETS)  # each held-out set's files carry its folder's name as their split
 PROMISE = {"high": 0.98, "medium": 0.85}
 ANALYSES = ("leaks", "cycles", "oom")
 OOM_AS = {"capacity": "capacity", "process_cap": "capacity", "external": "capacity", "fragmentation": "fragmentation"}

@@ -8,7 +8,7 @@ import functools
 
 import pytest
 
-from tests.conftest import ROOT, SHARED
+from tests.conftest import HELDOUT_SETS, ROOT, SHARED
 from tests.unit.analysis.calibration import all_scored, calibration_table, heldout_files, wrong_confident
 
 DOCS = ROOT / "docs" / "analyses.md"
@@ -35,7 +35,7 @@ def test_docs_carry_the_calibration_tables():
     text = DOCS.read_text()
     assert calibration_table(scored(), "build") in text, "docs/analyses.md: paste `python -m " \
                                                         "tests.unit.analysis.calibration`"
-    for split in ("heldout", "heldout2", "heldout3"):
+    for split in HELDOUT_SETS:
         if any(truth["split"] == split for _, _, truth in heldout_files()):
             assert calibration_table(scored(), split) in text, split
 
@@ -49,5 +49,5 @@ def test_no_confident_verdict_is_wrong_on_the_files_the_rules_were_made_on():
     # beside explained bursts and frees that carry their allocation's stack (context='alloc')
     # read as no cycles, on the second held-out set after it was scored; memory held by
     # cycles read as a leak where the cycle analysis could not tell, on the third.
-    wrong = [s for s in wrong_confident(scored()) if s.split in ("build", "heldout", "heldout2", "heldout3")]
+    wrong = [s for s in wrong_confident(scored()) if s.split in ("build", *HELDOUT_SETS)]
     assert not wrong, [(s.score.file, s.score.analysis, s.score.verdict, s.score.truth) for s in wrong]
