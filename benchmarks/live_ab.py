@@ -95,7 +95,8 @@ def model_and_step(args):
     import memtui.record
 
     torch.manual_seed(0)
-    config = transformers.GPT2Config(n_layer=args.layers, n_embd=512, n_head=8, n_positions=512, vocab_size=8192)
+    config = transformers.GPT2Config(n_layer=args.layers, n_embd=args.width, n_head=8, n_positions=512,
+                                     vocab_size=8192)
     model = transformers.GPT2LMHeadModel(config).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     x = torch.randint(0, 8192, (args.batch, 512), device="cuda")
@@ -150,7 +151,7 @@ def ab(args) -> dict:
                 session.stop()
     watcher.close()
     rounds = len(blocks["record"])
-    result = {"model": f"GPT-2 {args.layers} layers, width 512, batch {args.batch}x512, AdamW, bf16 autocast",
+    result = {"model": f"GPT-2 {args.layers} layers, width {args.width}, batch {args.batch}x512, AdamW, bf16 autocast",
               "max_entries": args.max_entries, "steps_per_block": args.steps, "rounds": rounds,
               "median_step_ms": {m: statistics.median(v) * 1e3 for m, v in blocks.items()},
               "block_ms": {m: [round(b * 1e3, 3) for b in v] for m, v in blocks.items()}}
@@ -224,8 +225,10 @@ def latency(args) -> dict:
         return summary(values, len(chosen))
 
     return {"max_entries": args.max_entries, "steps": n,
-            "training": {"map": lag("seg_marks", marks[:training]), "event_log": lag("marks", marks[:training])},
-            "idle": {"map": lag("seg_marks", marks[training:]), "event_log": lag("marks", marks[training:])},
+            "training": {"map": lag("seg_marks", marks[:training]), "event_log": lag("marks", marks[:training]),
+                         "event_log_seen": lag("seen_marks", marks[:training])},
+            "idle": {"map": lag("seg_marks", marks[training:]), "event_log": lag("marks", marks[training:]),
+                     "event_log_seen": lag("seen_marks", marks[training:])},
             "oom_message_s": [o["arrived"] - o["t"] for o in report["ooms"]],
             "oom_in_state_after_observer_s": [t - o["t"] for t, o in zip(report["oom_in_state"], report["ooms"])],
             "oom_raised": oom_at is not None,
@@ -238,6 +241,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("what", choices=("costs", "ab", "latency"))
     parser.add_argument("--layers", type=int, default=6)
+    parser.add_argument("--width", type=int, default=512)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--max-entries", type=int, default=100_000)
     parser.add_argument("--warmup", type=int, default=15)

@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -88,6 +89,7 @@ def watcher(args) -> None:
     oom_state: list[float] = []  # arrival of each state or delta holding an oom entry
     reads: list[float] = []
     seg_marks: dict[int, float] = {}  # marker size -> when the state's segments first held it
+    seen_marks: dict[int, float] = {}  # marker size -> when the log's entries seen in the segments held it
     oom_in_state: list[float] = []  # when the state first held each oom message
 
     def hook(state_apply):
@@ -102,6 +104,11 @@ def watcher(args) -> None:
                         if (b.get("state") == "active_allocated" and size >= MARK_BASE
                                 and (size - MARK_BASE) % MARK_STEP == 0):
                             seg_marks.setdefault(size, time.time())
+                for entries in client.state.seen.values():  # the event log's tail between trace reads
+                    for e in entries:
+                        size = e.get("size") or 0
+                        if e.get("action") == "alloc" and size >= MARK_BASE and (size - MARK_BASE) % MARK_STEP == 0:
+                            seen_marks.setdefault(size, time.time())
             if kind == "oom":
                 oom_in_state.append(time.time())
             if kind == "counters" and message["devices"]:
@@ -148,6 +155,7 @@ def watcher(args) -> None:
             print(json.dumps({"marks": {str(k): v for k, v in marks.items()}, "samples": samples[-20000:],
                               "ooms": ooms, "oom_state": oom_state, "reads": len(reads),
                               "seg_marks": {str(k): v for k, v in seg_marks.items()}, "oom_in_state": oom_in_state,
+                              "seen_marks": {str(k): v for k, v in seen_marks.items()},
                               "gaps": client.state.gaps if client else None,
                               "missed": client.state.missed if client else None}), flush=True)
         elif words[0] == "quit":
@@ -394,6 +402,25 @@ def idlejob(args) -> None:
     torch.cuda.set_per_process_memory_fraction(args.cap_gib * (1 << 30) / torch.cuda.mem_get_info(0)[1])
     base = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")  # noqa: F841 - memory that stays
     session = live(max_entries=args.max_entries)
+    training = threading.Event()
+    if args.train:  # a job at work: a small GPT-2 trains in a thread while the commands come
+        import transformers
+
+        config = transformers.GPT2Config(n_layer=4, n_embd=512, n_head=8, n_positions=256, vocab_size=8192)
+        model = transformers.GPT2LMHeadModel(config).cuda()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        x = torch.randint(0, 8192, (8, 256), device="cuda")
+        training.set()
+
+        def train() -> None:
+            while training.is_set():
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    model(input_ids=x, labels=x).loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                torch.cuda.synchronize()
+
+        threading.Thread(target=train, daemon=True).start()
     print("ready", flush=True)
     held = None
     for line in sys.stdin:
@@ -411,6 +438,7 @@ def idlejob(args) -> None:
         elif words[0] == "quit":
             break
         print(json.dumps({"t": t}), flush=True)
+    training.clear()
     del held
     session.stop()
 
@@ -425,7 +453,8 @@ def view(args) -> dict:
     from memtui.tui.watch_app import WatchApp
 
     job = subprocess.Popen([sys.executable, os.path.abspath(__file__), "idlejob", "--cap-gib", str(args.cap_gib),
-                            "--max-entries", str(args.max_entries)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            "--max-entries", str(args.max_entries)] + (["--train"] if args.train else []),
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                            text=True, cwd=ROOT)
     assert job.stdout.readline().strip() == "ready"
     jobs = [j for j in list_jobs() if j.pid == job.pid]
@@ -509,6 +538,7 @@ def main() -> None:
     parser.add_argument("--idle-marks", type=int, default=8)
     parser.add_argument("--cap-gib", type=float, default=4.0)
     parser.add_argument("--out", default=tempfile.gettempdir())
+    parser.add_argument("--train", action="store_true", help="view: the job trains while it is watched")
     args = parser.parse_args()
     if args.what in ("watcher", "idlejob"):
         {"watcher": watcher, "idlejob": idlejob}[args.what](args)

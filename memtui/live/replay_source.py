@@ -157,11 +157,11 @@ class ReplayProbe:
 
 def serve_replay(path: str, rate: float = 1000.0, loop: bool = False, rank: int | None = None,
                  interval: float = 0.1, folder: str | None = None, job: str | None = None,
-                 trace_budget: float = 1.0) -> LiveServer:
+                 read_budget: float = 1.0) -> LiveServer:
     """Start serving ``path`` as a live job of this process; returns the running server.
 
     A replay has no training loop to protect, so its trace may be read at every tick
-    (``trace_budget`` 1.0); a test of the budget passes its own."""
+    (``read_budget`` 1.0); a test of the budget passes its own."""
     from memtui.load import read_snapshot
 
     raw = read_snapshot(path)
@@ -171,7 +171,7 @@ def serve_replay(path: str, rate: float = 1000.0, loop: bool = False, rank: int 
                    devices=list(range(len(raw.get("device_traces") or []))), started=time.time(),
                    argv=[path], job=job or str(pid), host=os.uname().nodename)
     # A replay records no `snapshot` entries of its own, so its trace may be read at every tick.
-    return LiveServer(ReplayProbe(raw, rate, loop), info, interval=interval, trace_budget=trace_budget,
+    return LiveServer(ReplayProbe(raw, rate, loop), info, interval=interval, read_budget=read_budget,
                       min_trace_interval=0.0).start()
 
 

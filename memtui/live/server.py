@@ -10,14 +10,15 @@ The job comes first:
 - every send is non-blocking, and each watcher has a bounded queue; a watcher that does
   not read (hung, stopped, slow terminal) has its queue dropped and is told how many
   updates it missed, then gets a fresh ``state``; the job never waits for it;
-- the counters (cheap) go out at every tick; the trace (``_snapshot()``, whose cost grows
-  with the recorded history) is read only while a watcher wants it, and no more often
-  than keeps its measured cost under ``trace_budget`` of the wall time;
+- the counters (cheap) go out at every tick; everything else is read only while a watcher
+  wants it, and all of it together no more often than keeps its measured cost under
+  ``read_budget`` of the wall time;
 - where the probe can read the segments alone (``segments()``: torch's snapshot without
   its trace, whose cost does not grow with the history), the segment map and the call
-  sites follow at the tick after the counters change, each kind of read within its own
-  ``trace_budget``: the map is never older than a tick or two, the event log's tail as
-  old as the budget makes it;
+  sites follow at the tick after the counters change, within half the budget; the trace
+  (``_snapshot()``, whose cost grows with the recorded history) within the other half, so
+  the map is a read or two old and the event log's recorded tail as old as the budget
+  makes it (the watcher shows the blocks the map saw come and go meanwhile);
 - nothing is read at all while no watcher is attached.
 """
 
@@ -39,7 +40,10 @@ from memtui.live.delta import Cursor
 from memtui.live.runtime import JobInfo, remove_endpoint, write_descriptor
 
 DEFAULT_INTERVAL = 0.1  # 10 counter updates a second
-DEFAULT_TRACE_BUDGET = 0.005  # at most 0.5% of the wall time spent reading the trace
+# At most 0.6% of the wall time spent reading the job's memory, half of it the segments, half
+# the trace: with the counters (about 0.1%) it keeps serving a watcher within 1% of a step.
+DEFAULT_READ_BUDGET = 0.006
+SEGMENTS_SHARE = 0.5
 DEFAULT_QUEUE_BYTES = 32 << 20
 # Each _snapshot() also records a `snapshot` entry in the job's own ring buffer; reading at
 # most twice a second keeps that to two entries a second, within the 0.5 s a view may lag.
@@ -99,13 +103,13 @@ class ServerStats:
 
 class LiveServer:
     def __init__(self, probe: Probe, info: JobInfo, *, interval: float = DEFAULT_INTERVAL,
-                 trace_budget: float = DEFAULT_TRACE_BUDGET, queue_bytes: int = DEFAULT_QUEUE_BYTES,
+                 read_budget: float = DEFAULT_READ_BUDGET, queue_bytes: int = DEFAULT_QUEUE_BYTES,
                  min_trace_interval: float = MIN_TRACE_INTERVAL,
                  on_error: Callable[[str], None] | None = None) -> None:
         self.probe = probe
         self.info = info
         self.interval = interval
-        self.trace_budget = trace_budget
+        self.read_budget = read_budget
         self.queue_bytes = queue_bytes
         self.min_trace_interval = max(interval, min_trace_interval)
         self.stats = ServerStats()
@@ -117,6 +121,7 @@ class LiveServer:
         self._next_trace = 0.0
         self._next_segments = 0.0
         self._counted: tuple | None = None  # the counters at the last segments read
+        self._segments_alone = callable(getattr(probe, "segments", None))  # else trace reads only
         self._seq = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -311,9 +316,11 @@ class LiveServer:
         segments = read()
         if segments is None:  # this torch cannot read the segments alone: trace reads only
             self._next_segments = float("inf")
+            self._segments_alone = False
             return
         self._counted = fingerprint
         table = self._frames
+        table.new_read()
         packed = wire.pack_segments(segments, table)
         first, frames = table.new_frames()
         delta = p.encode({"kind": p.DELTA, "seq": self._seq, "t": time.time(), "frames_from": first,
@@ -324,7 +331,7 @@ class LiveServer:
         cost = time.perf_counter() - started
         self.stats.segment_reads += 1
         self.stats.segment_seconds += cost
-        self._next_segments = time.monotonic() + max(self.interval, cost / max(self.trace_budget, 1e-6))
+        self._next_segments = time.monotonic() + max(self.interval, cost / max(self._share("segments"), 1e-9))
 
     def _send_trace(self, full: list[Watcher], snapshot: dict | None = None) -> None:
         started = time.perf_counter()
@@ -341,6 +348,7 @@ class LiveServer:
         annotations, _ = self._cursor.new_items("annotations", snapshot.get("external_annotations") or [])
         t = time.time()
         table = self._frames
+        table.new_read()
         state = None
         state_cost = 0.0
         if any(not w.in_sync and w.queued < self.queue_bytes for w in full):
@@ -376,7 +384,14 @@ class LiveServer:
         # following reads wait (on an H100 host it took seconds for 100,000 entries, which
         # would have held the next read back for many minutes).
         steady = max(cost - state_cost, 0.0)
-        self._next_trace = time.monotonic() + max(self.min_trace_interval, steady / max(self.trace_budget, 1e-6))
+        self._next_trace = time.monotonic() + max(self.min_trace_interval, steady / max(self._share("trace"), 1e-9))
+
+    def _share(self, kind: str) -> float:
+        """The share of the wall time ``kind`` of read may take: half the budget each, the
+        whole of it for the trace where the segments cannot be read alone."""
+        if not self._segments_alone:
+            return self.read_budget if kind == "trace" else 0.0
+        return self.read_budget * (SEGMENTS_SHARE if kind == "segments" else 1 - SEGMENTS_SHARE)
 
     def _send_posted(self) -> None:
         if not any(w.mode is not None for w in self._watchers.values()):

@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 
 from memtui.live import protocol as p
 from memtui.live import wire
+from memtui.live.seen import seen_entries
 
 DEFAULT_KEEP = 200_000
+SEEN_KEEP = 20_000  # entries seen in the segments kept a device until the next trace read
 COUNTER_HISTORY = 36_000  # an hour at 10 ticks a second
 
 
@@ -68,6 +70,9 @@ class LiveState:
     samples: collections.deque = field(default_factory=lambda: collections.deque(maxlen=COUNTER_HISTORY))
     segments: list = field(default_factory=list)
     traces: list = field(default_factory=list)  # one list of entries per device
+    # Per device: what the segments read since the last trace read saw come and go
+    # (memtui.live.seen), shown after the trace until the trace's own entries arrive.
+    seen: dict = field(default_factory=dict)
     annotations: list = field(default_factory=list)
     allocator_settings: dict = field(default_factory=dict)
     steps: collections.deque = field(default_factory=lambda: collections.deque(maxlen=10_000))  # (n, time)
@@ -120,6 +125,7 @@ class LiveState:
         self.segments = list(snapshot.get("segments") or [])
         self.traces = [list(t or []) for t in snapshot.get("device_traces") or []]
         self.annotations = list(snapshot.get("external_annotations") or [])
+        self.seen = {}
         self.allocator_settings = dict(snapshot.get("allocator_settings") or {})
         self.has_state = True
         self._trim()
@@ -134,7 +140,15 @@ class LiveState:
             return
         self.frames.extend(message.get("frames") or [])
         segments = wire.unpack_segments(list(message.get("segments") or []), self.frames)
-        changed = bool(message.get("traces") or message.get("annotations")) or segments != self.segments
+        traced = bool(message.get("traces") or message.get("gap"))
+        changed = bool(traced or message.get("annotations")) or segments != self.segments
+        if traced:
+            self.seen = {}  # the trace now holds what the segments showed, as recorded
+        elif changed:
+            for device, entries in seen_entries(self.segments, segments, float(message.get("t", 0.0))).items():
+                kept = self.seen.setdefault(device, [])
+                kept.extend(entries)
+                del kept[: max(0, len(kept) - SEEN_KEEP)]
         self.segments = segments
         for key, entries in (message.get("traces") or {}).items():
             d = int(key)
@@ -165,10 +179,18 @@ class LiveState:
                 self.ended = True
 
     # -- reading -------------------------------------------------------------------------
-    def raw_snapshot(self) -> dict:
-        """The state as ``torch.cuda.memory._snapshot()`` lays it out (lists copied, entries shared)."""
+    def raw_snapshot(self, with_seen: bool = False) -> dict:
+        """The state as ``torch.cuda.memory._snapshot()`` lays it out (lists copied, entries
+        shared); ``with_seen`` adds what the segments showed since the last trace read after
+        each device's trace (for the view; a saved state holds only what torch recorded)."""
         with self.lock:
-            return {"segments": list(self.segments), "device_traces": [list(t) for t in self.traces],
+            traces = [list(t) for t in self.traces]
+            if with_seen:
+                for device, entries in self.seen.items():
+                    while len(traces) <= device:
+                        traces.append([])
+                    traces[device].extend(entries)
+            return {"segments": list(self.segments), "device_traces": traces,
                     "external_annotations": list(self.annotations),
                     "allocator_settings": dict(self.allocator_settings)}
 
@@ -191,3 +213,8 @@ class LiveState:
     def events(self) -> int:
         with self.lock:
             return sum(len(t) for t in self.traces)
+
+    def seen_count(self) -> int:
+        """Entries the segments showed since the last trace read (not yet recorded ones)."""
+        with self.lock:
+            return sum(len(t) for t in self.seen.values())

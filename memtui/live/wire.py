@@ -19,29 +19,46 @@ MISSING = "__missing__"  # a field an entry does not have (older torch: no time_
 
 
 class FrameTable:
-    """The job's side: each distinct frame gets a number, sent the first time it is used."""
+    """The job's side: each distinct frame gets a number, sent the first time it is used.
+
+    torch builds fresh frame dicts at every read, shared within the read and dropped after
+    it, so a frame is known by identity only while the read holds it: a dict made later may
+    take a dropped one's id. Identities are kept with the object they name (never a bare id),
+    and forgotten at each read (:meth:`new_read`); what outlives a read is the content.
+    """
 
     def __init__(self) -> None:
         self.frames: list[dict] = []
-        self._by_id: dict[int, int] = {}
+        self._kept: dict[int, int] = {}  # ids of the frames in self.frames, alive as long as the table
+        self._seen: dict[int, tuple[dict, int]] = {}  # this read's frames: (the object, its number)
         self._by_content: dict[tuple, int] = {}
+        self._blocks: dict[tuple, tuple[dict, dict]] = {}  # (segment, block address) -> (as read, packed)
         self.sent = 0  # frames[:sent] went out already
 
+    def new_read(self) -> None:
+        """Forget this read's identities: its dicts may be freed, and their ids reused."""
+        self._seen.clear()
+
     def number(self, frame: dict) -> int:
-        found = self._by_id.get(id(frame))
+        found = self._kept.get(id(frame))
         if found is not None:
             return found
+        seen = self._seen.get(id(frame))
+        if seen is not None and seen[0] is frame:
+            return seen[1]
         try:
-            key = tuple(sorted(frame.items()))
+            key = tuple(frame.items())  # torch writes a frame's keys in one order
             found = self._by_content.get(key)
         except TypeError:  # a value that cannot be hashed: no sharing for this frame
             key = None
         if found is None:
             found = len(self.frames)
             self.frames.append(frame)
+            self._kept[id(frame)] = found  # kept in self.frames: its id stays its own
             if key is not None:
                 self._by_content[key] = found
-        self._by_id[id(frame)] = found  # the frame is kept in self.frames, so its id stays its own
+        else:
+            self._seen[id(frame)] = (frame, found)  # the tuple keeps it alive while it is named
         return found
 
     def numbers(self, frames) -> list[int] | None:
@@ -52,12 +69,29 @@ class FrameTable:
         start, self.sent = self.sent, len(self.frames)
         return start, self.frames[start:]
 
+    def pack_block(self, segment: int, block: dict) -> dict:
+        """``block`` with its frames as numbers; the same packed dict as last time when the
+        block reads exactly as it did (most of a training job's blocks, read after read)."""
+        key = (segment, block.get("address"))
+        cached = self._blocks.get(key)
+        if cached is not None and cached[0] == block:
+            return cached[1]
+        packed = dict(block)
+        if "frames" in packed:
+            packed["frames"] = self.numbers(packed["frames"])
+        self._blocks[key] = (block, packed)
+        return packed
+
+    def forget_blocks_except(self, keys: set) -> None:
+        for key in [k for k in self._blocks if k not in keys]:
+            del self._blocks[key]
+
 
 ALWAYS = (*FIELDS, *DEFAULTS, "frames")  # keys the list form implies; rest[MISSING] names absent ones
 
 
 def pack_entries(entries: list[dict], table: FrameTable) -> list[list]:
-    by_id = table._by_id
+    kept = table._kept
     number = table.number
     common = len(ALWAYS)
     out = []
@@ -68,7 +102,7 @@ def pack_entries(entries: list[dict], table: FrameTable) -> list[list]:
             numbers = None
         else:
             # Frames are shared dicts: most are found by identity, one lookup each.
-            numbers = [by_id.get(id(f)) for f in frames]
+            numbers = [kept.get(id(f)) for f in frames]
             if None in numbers:
                 numbers = [number(f) for f in frames]
         if (len(e) == common and e.get("compile_context") == "N/A" and e.get("user_metadata") == ""
@@ -106,30 +140,39 @@ def unpack_entries(packed: list[list], frames: list[dict]) -> list[dict]:
 
 def pack_segments(segments: list[dict], table: FrameTable) -> list[dict]:
     out = []
+    keys = set()
     for seg in segments:
         seg = dict(seg)
         if "frames" in seg:
             seg["frames"] = table.numbers(seg["frames"])
-        blocks = []
-        for block in seg.get("blocks") or []:
-            block = dict(block)
-            if "frames" in block:
-                block["frames"] = table.numbers(block["frames"])
-            blocks.append(block)
         if "blocks" in seg:
+            address = seg.get("address")
+            blocks = []
+            for block in seg["blocks"] or []:
+                blocks.append(table.pack_block(address, block))
+                keys.add((address, block.get("address")))
             seg["blocks"] = blocks
         out.append(seg)
+    table.forget_blocks_except(keys)
     return out
 
 
 def unpack_segments(segments: list[dict], frames: list[dict]) -> list[dict]:
+    """The segments with their frames as dicts again (new dicts: ``segments`` is left as it is)."""
+    out = []
     for seg in segments:
+        seg = dict(seg)
         if seg.get("frames") is not None:
             seg["frames"] = [frames[i] for i in seg["frames"]]
-        for block in seg.get("blocks") or []:
-            if block.get("frames") is not None:
-                block["frames"] = [frames[i] for i in block["frames"]]
-    return segments
+        if seg.get("blocks") is not None:
+            blocks = []
+            for block in seg["blocks"]:
+                if block.get("frames") is not None:
+                    block = {**block, "frames": [frames[i] for i in block["frames"]]}
+                blocks.append(block)
+            seg["blocks"] = blocks
+        out.append(seg)
+    return out
 
 
 def pack_snapshot(snapshot: dict, table: FrameTable) -> dict:

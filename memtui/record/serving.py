@@ -24,16 +24,16 @@ import sys
 import time
 
 from memtui.live.runtime import JobInfo, runtime_dir, socket_path
-from memtui.live.server import DEFAULT_INTERVAL, DEFAULT_TRACE_BUDGET, LiveServer
+from memtui.live.server import DEFAULT_INTERVAL, DEFAULT_READ_BUDGET, LiveServer
 from memtui.record import backend, oom, steps
 from memtui.record.files import launcher_rank
 from memtui.record.recording import DEFAULT_MAX_ENTRIES, Options, Session
 
 ENV_VAR = "MEMTUI_LIVE"
-BUDGET_VAR = "MEMTUI_LIVE_BUDGET"  # the trace's share of the wall time, e.g. 0.005
+BUDGET_VAR = "MEMTUI_LIVE_BUDGET"  # the share of the wall time reading memory may take, e.g. 0.006
 
 
-def trace_budget_from_env(default: float = DEFAULT_TRACE_BUDGET) -> float:
+def read_budget_from_env(default: float = DEFAULT_READ_BUDGET) -> float:
     try:
         value = float(os.environ.get(BUDGET_VAR, ""))
     except ValueError:
@@ -190,11 +190,12 @@ _current: LiveSession | None = None
 
 
 def live(*, max_entries: int = DEFAULT_MAX_ENTRIES, stacks: str = "python", context: str | None = "all",
-         interval: float = DEFAULT_INTERVAL, trace_budget: float | None = None,
+         interval: float = DEFAULT_INTERVAL, read_budget: float | None = None,
          argv: list[str] | None = None) -> LiveSession:
     """Serve this process's CUDA memory to ``memtui watch`` (recording history if nothing does yet).
 
-    ``trace_budget`` is the share of the wall time the trace may cost (default 0.5%, or
+    ``read_budget`` is the share of the wall time reading the job's memory (the segments and
+    the trace, half each) may cost (default 0.6%, or
     ``MEMTUI_LIVE_BUDGET``); ``argv`` is the command line watchers are shown (default:
     ``sys.argv``; ``memtui run`` passes the script's, which it sets only when the script
     starts). Returns the running :class:`LiveSession` (one per process: a second call returns
@@ -212,12 +213,12 @@ def live(*, max_entries: int = DEFAULT_MAX_ENTRIES, stacks: str = "python", cont
     info = JobInfo(pid=pid, socket=socket_path(runtime_dir(), pid, rank), rank=rank, world_size=_world_size(),
                    devices=[home], started=time.time(), argv=list(sys.argv if argv is None else argv), job=job_id(),
                    host=os.uname().nodename)
-    budget = trace_budget if trace_budget is not None else trace_budget_from_env()
+    budget = read_budget if read_budget is not None else read_budget_from_env()
     probe = TorchProbe(torch, home)
     # Once here, in the job's own thread: whatever torch imports on a first call is imported now,
     # not later in the server's thread while the job's thread may be importing too.
     probe.counters()
-    server = LiveServer(probe, info, interval=interval, trace_budget=budget,
+    server = LiveServer(probe, info, interval=interval, read_budget=budget,
                         on_error=lambda text: print(f"memtui: {text}", file=sys.stderr, flush=True))
     server.start()
     _current = LiveSession(server, session)

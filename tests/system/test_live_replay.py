@@ -90,7 +90,7 @@ def raw_watcher(path: str, mode: str = p.FULL) -> socket.socket:
 def test_a_watcher_that_never_reads_costs_the_job_nothing_and_is_told_what_it_missed(live_dir):
     raw = read_snapshot(str(OOM_FILE))
     info = JobInfo(pid=os.getpid(), socket=socket_path(live_dir, os.getpid(), None), started=time.time())
-    server = LiveServer(ReplayProbe(raw, rate=20_000, loop=True), info, interval=0.005, trace_budget=1.0,
+    server = LiveServer(ReplayProbe(raw, rate=20_000, loop=True), info, interval=0.005, read_budget=1.0,
                         queue_bytes=64 << 10, min_trace_interval=0.0).start()
     hung = raw_watcher(info.socket)
     hung.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -195,7 +195,7 @@ class SlowProbe(ReplayProbe):
 def test_the_trace_is_read_within_its_budget_of_the_wall_time(live_dir):
     raw = read_snapshot(str(OOM_FILE))
     info = JobInfo(pid=os.getpid(), socket=socket_path(live_dir, os.getpid(), None), started=time.time())
-    server = LiveServer(SlowProbe(raw, rate=500, loop=True), info, interval=0.02, trace_budget=0.25,
+    server = LiveServer(SlowProbe(raw, rate=500, loop=True), info, interval=0.02, read_budget=0.25,
                         min_trace_interval=0.0).start()
     try:
         client = LiveClient(info).connect()
@@ -250,7 +250,7 @@ def test_the_map_follows_the_counters_between_trace_reads(live_dir):
     info = JobInfo(pid=os.getpid(), socket=socket_path(live_dir, os.getpid(), None), started=time.time())
     probe = MapProbe(raw)
     # 50 ms a trace read at 0.1% of the wall time: the next one 50 s away, past this test
-    server = LiveServer(probe, info, interval=0.02, trace_budget=0.001, min_trace_interval=0.0).start()
+    server = LiveServer(probe, info, interval=0.02, read_budget=0.001, min_trace_interval=0.0).start()
     try:
         client = LiveClient(info).connect()
         assert client.wait_for(lambda s: s.has_state, 5)

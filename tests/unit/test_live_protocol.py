@@ -152,3 +152,42 @@ def test_snapshots_travel_compact_and_come_back_the_same():
         back = unpack_snapshot(wire["s"], wire["f"])
         assert msgpack.unpackb(msgpack.packb(back)) == msgpack.unpackb(msgpack.packb(raw)), name
         assert len(msgpack.packb(wire)) < len(msgpack.packb(raw))
+
+
+def test_a_frame_table_never_names_a_new_frame_by_a_dead_one_s_identity():
+    """torch hands out fresh frame dicts at every read and drops them after: a dict made
+    later may take a dropped one's id, and must still be named by what it says."""
+    import gc
+
+    from memtui.live.wire import FrameTable, pack_entries, unpack_entries
+
+    table = FrameTable()
+    pack_entries([{"action": "alloc", "frames": [{"filename": "a.py", "line": 1, "name": "f"}]}], table)
+    for i in range(200):
+        table.new_read()
+        read = [{"action": "alloc", "frames": [{"filename": "a.py", "line": 1, "name": "f"}]}]  # equal, not it
+        assert unpack_entries(pack_entries(read, table), table.frames)[0]["frames"] == read[0]["frames"]
+        del read
+        table.new_read()
+        gc.collect()
+        other = [{"action": "free", "frames": [{"filename": "b.py", "line": i, "name": "g"}]}]
+        assert unpack_entries(pack_entries(other, table), table.frames)[0]["frames"] == other[0]["frames"]
+
+
+def test_segments_read_again_reuse_unchanged_blocks_and_carry_changed_ones():
+    from memtui.live.wire import FrameTable, pack_segments, unpack_segments
+
+    def read(line: int) -> list[dict]:  # fresh dicts each time, as torch gives them
+        blocks = [{"address": 0, "size": 512, "state": "active_allocated",
+                   "frames": [{"filename": "k.py", "line": 7, "name": "keep"}]},
+                  {"address": 512, "size": 512, "state": "active_allocated",
+                   "frames": [{"filename": "m.py", "line": line, "name": "move"}]}]
+        return [{"address": 0, "total_size": 1024, "blocks": blocks}]
+
+    table = FrameTable()
+    first = pack_segments(read(1), table)
+    table.new_read()
+    second = pack_segments(read(2), table)
+    assert second[0]["blocks"][0] is first[0]["blocks"][0]  # unchanged: packed once
+    assert unpack_segments(second, table.frames) == read(2)
+    assert unpack_segments(first, table.frames) == read(1)  # unpacking left the packed alone

@@ -147,7 +147,7 @@ class LiveScreen(Screen):
     @work(thread=True, exclusive=True, group="live-model")
     def _build(self, client: LiveClient, version: int) -> None:
         try:
-            raw = client.state.raw_snapshot()
+            raw = client.state.raw_snapshot(with_seen=True)
             name = os.path.basename(client.job.argv[0]) if client.job.argv else "live"
             snapshot = build_live_model(raw, name)
             device = self._device()
@@ -216,6 +216,8 @@ class LiveScreen(Screen):
         else:
             mode = "PAUSED" if self.paused else "LIVE"
         parts = [mode, script, who, f"dev {self._device()}", duration(job.running_for()), f"{state.events():,} ev"]
+        if state.seen_count():
+            parts[-1] += f" +{state.seen_count():,} seen"
         if latest:
             d = next((d for d in latest.devices if d.device == self._device()), None)
             if d is not None:
