@@ -87,10 +87,12 @@ def allocated_curve(dev: DeviceModel, spans: LifeSpans | None = None) -> np.ndar
     if n == 0:
         return np.zeros(0, np.int64)
     started = spans.start >= 0
-    delta = np.zeros(n + 1, np.int64)
-    np.add.at(delta, spans.start[started], spans.size[started])
-    np.add.at(delta, spans.stop, -spans.size)
-    return int(spans.size[~started].sum()) + np.cumsum(delta[:n])
+    # Sums by event through bincount (many times faster than np.add.at at 10M lives). Its
+    # float64 sums are exact: each is a few block sizes, far below 2**53.
+    sizes = spans.size.astype(np.float64)
+    delta = (np.bincount(spans.start[started], weights=sizes[started], minlength=n + 1)
+             - np.bincount(spans.stop, weights=sizes, minlength=n + 1))
+    return int(spans.size[~started].sum()) + np.cumsum(delta[:n].astype(np.int64))
 
 
 @dataclass
@@ -121,8 +123,8 @@ def reserved_curve(dev: DeviceModel) -> np.ndarray:
         return np.zeros(0, np.int64)
     if dev.partial_trace:
         return np.full(n, dev.reserved, np.int64)
-    sign = np.zeros(n, np.int64)
-    sign[np.isin(trace.action, act.SEGMENT_START)] = 1
-    sign[np.isin(trace.action, act.SEGMENT_END)] = -1
-    curve = np.cumsum(sign * trace.size.astype(np.int64))
+    by_action = np.zeros(max(int(trace.action.max()), max(act.SEGMENT_ACTIONS)) + 1, np.int64)
+    by_action[list(act.SEGMENT_START)] = 1
+    by_action[list(act.SEGMENT_END)] = -1
+    curve = np.cumsum(by_action[trace.action] * trace.size.astype(np.int64))
     return curve + max(dev.reserved - int(curve[-1]), 0)

@@ -21,6 +21,8 @@ statistics reset. The allocator holds nothing at the start of each run.
     python sample_snapshots/whatif/workloads.py --smoke [NAME ...]    # each once on the CPU
 
 ``--out`` runs everything and writes ``DIR/NAME.truth.json`` next to the two pickles.
+``--workloads FILE`` measures the workloads of another file with this protocol (see
+``use_workloads``).
 """
 
 from __future__ import annotations
@@ -530,8 +532,32 @@ WORKLOADS = {f.__name__: f for f in (
     t5_seq2seq_varlen, unet_conv_growing)}
 
 
+WORKLOADS_FILE = None  # --workloads FILE: the registry (and split) come from that file
+SPLIT = None           # that file's SPLIT: the split every one of its workloads gets
+
+
+def use_workloads(path: str) -> None:
+    """Measure the workloads of ``path`` instead of this file's: a Python file defining
+    ``WORKLOADS`` (name -> function), and optionally ``SPLIT`` (the split all of them get) and
+    ``FRESH_TRIALS`` (names whose capped trials need fresh processes, as below)."""
+    import importlib.util
+
+    global WORKLOADS, WORKLOADS_FILE, SPLIT, FRESH_TRIALS
+    WORKLOADS_FILE = os.path.abspath(path)
+    spec = importlib.util.spec_from_file_location("whatif_workloads_file", WORKLOADS_FILE)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    WORKLOADS = dict(module.WORKLOADS)
+    SPLIT = getattr(module, "SPLIT", None)
+    FRESH_TRIALS = set(getattr(module, "FRESH_TRIALS", ()))
+
+
 def split_of() -> dict[str, str]:
-    """Half the workloads build the model, half are held out: a fixed-seed shuffle."""
+    """Half the workloads build the model, half are held out: a fixed-seed shuffle (a file given
+    with ``--workloads`` that sets ``SPLIT`` puts all of its workloads in that split)."""
+    if SPLIT is not None:
+        return dict.fromkeys(WORKLOADS, SPLIT)
     names = sorted(WORKLOADS)
     random.Random(SPLIT_SEED).shuffle(names)
     half = len(names) // 2
@@ -829,6 +855,8 @@ class Orchestrator:
                "TORCHINDUCTOR_COMPILE_THREADS": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
         if not setting:
             env.pop("PYTORCH_CUDA_ALLOC_CONF")
+        if WORKLOADS_FILE:
+            args = ["--workloads", WORKLOADS_FILE, *args]
         p = subprocess.Popen([sys.executable, os.path.abspath(__file__), *args], env=env, stdout=self.log,
                              stderr=subprocess.STDOUT)
         try:
@@ -1081,8 +1109,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trial")
     p.add_argument("--stacks", default="python")
     p.add_argument("--context", default="all")
+    p.add_argument("--workloads", help="a Python file whose WORKLOADS (and SPLIT) replace this file's")
     p.add_argument("names", nargs="*")
     a = p.parse_args(argv)
+    if a.workloads:
+        use_workloads(a.workloads)
     if a.measure:
         measure(a.measure, SETTINGS[a.setting_index], a.oom_cap, a.result, bisection=not a.no_bisection)
         return 0
