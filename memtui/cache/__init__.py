@@ -66,7 +66,7 @@ class ModelCache:
         self._writers: list[threading.Event] = []  # set by each background writer as it ends
         self._abandoned = threading.Event()
         self._holds = 0  # while above zero, background writes wait in _pending (see hold_writes)
-        self._pending: list[tuple[str, object]] = []
+        self._pending: list[Callable[[], None]] = []  # writes held back, each a task
         self._lock = threading.Lock()
 
     def key(self, path: str | os.PathLike) -> str:
@@ -123,13 +123,20 @@ class ModelCache:
         except OSError:
             return
         if background:
-            with self._lock:
-                if self._holds:
-                    self._pending.append((entry, snapshot))
-                    return
-            self._start_writer(entry, snapshot)
+            self.write_later(lambda: self._write(entry, snapshot))
         else:
             self._write(entry, snapshot)
+
+    def write_later(self, task: Callable[[], None]) -> None:
+        """Run ``task`` (a write into this cache's folder, through memtui.atomic) in a
+        background writer, held back like the model's own writes (:meth:`hold_writes`)."""
+        if self.disabled:
+            return
+        with self._lock:
+            if self._holds:
+                self._pending.append(task)
+                return
+        self._start_writer(task)
 
     def hold_writes(self) -> None:
         """Keep background writes from starting until :meth:`release_writes`: the first
@@ -145,8 +152,8 @@ class ModelCache:
             if self._holds:
                 return
             pending, self._pending = self._pending, []
-        for entry, snapshot in pending:
-            self._start_writer(entry, snapshot)
+        for task in pending:
+            self._start_writer(task)
 
     @contextmanager
     def writes_held(self) -> Iterator[None]:
@@ -157,7 +164,7 @@ class ModelCache:
         finally:
             self.release_writes()
 
-    def _start_writer(self, entry: str, snapshot) -> None:
+    def _start_writer(self, task: Callable[[], None]) -> None:
         if self._abandoned.is_set():
             return
         # A daemon, so that a process ending on a signal can abandon it (see abandon)
@@ -165,7 +172,7 @@ class ModelCache:
         done = threading.Event()
         self._writers.append(done)
         _unfinished.add(done)
-        threading.Thread(target=self._write_in_background, args=(entry, snapshot, done),
+        threading.Thread(target=self._write_in_background, args=(task, done),
                          name="memtui-cache-writer", daemon=True).start()
 
     def wait(self) -> None:
@@ -194,9 +201,12 @@ class ModelCache:
             _unfinished.discard(done)
         self._writers.clear()
 
-    def _write_in_background(self, entry: str, snapshot, done: threading.Event) -> None:
+    def _write_in_background(self, task: Callable[[], None], done: threading.Event) -> None:
         try:
-            self._write(entry, snapshot)
+            if not self._abandoned.is_set():
+                task()
+        except Exception as exc:  # noqa: BLE001 - a cache write never takes the program down
+            log.info("cache write failed: %s", exc)
         finally:
             _unfinished.discard(done)
             done.set()
@@ -242,5 +252,12 @@ class ModelCache:
                 entries.append((st.st_mtime, full))
         for _, full in sorted(entries, reverse=True)[KEEP_FILES - 1:]:
             remove_quietly(full)
+        try:
+            kept = {name[:-4] for name in os.listdir(self.folder) if name.endswith(".mtc")}
+        except OSError:
+            return
+        for name in names:  # what is kept beside an entry (the explorer's curves) goes with it
+            if not name.startswith(".") and not name.endswith(".mtc") and name.split(".", 1)[0] not in kept:
+                remove_quietly(os.path.join(self.folder, name))
 
 

@@ -26,7 +26,7 @@ from memtui.load import ProgressFn
 from memtui.model import Snapshot
 from memtui.open import open_snapshot
 from memtui.tui.messages import LoadFailed, LoadFinished, LoadProgress
-from memtui.tui.views.device_view import build_device_view
+from memtui.tui.views.first_view import keep_curves, prepare_view
 from memtui.units import format_bytes
 
 Loader = Callable[[ProgressFn], Snapshot]
@@ -106,7 +106,8 @@ class LoadingScreen(Screen):
             source = self._source
             snapshot = source(progress) if callable(source) else open_snapshot(source, progress, cache=self._cache)
             progress("preparing", 0, 1)
-            view = build_device_view(snapshot, snapshot.device_or_default(self._device))
+            view = prepare_view(snapshot, self._device, self._cache, None if callable(source) else source)
+            keep_curves(self._cache, None if callable(source) else source, view)
         except _LoadCancelled:
             return
         except MemtuiError as exc:

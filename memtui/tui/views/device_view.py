@@ -62,14 +62,20 @@ class DeviceView:
         return (t - self.t0) / 1e6 if math.isfinite(t) and math.isfinite(self.t0) else math.nan
 
 
-def build_device_view(snapshot: Snapshot, d: int) -> DeviceView:
+def build_device_view(snapshot: Snapshot, d: int,
+                      curves: tuple[np.ndarray, np.ndarray] | None = None) -> DeviceView:
+    """The view of device ``d``; ``curves``: its (allocated, reserved) curves where they were
+    kept from an earlier open (memtui.cache.curves), else they are computed."""
     device = snapshot.devices[d]
     # The interval indexes are left to a worker after the first screen (see
     # MainScreen._index_view): until they are built, a state is found by one pass over the
     # lives, which the end state shown first needs anyway.
     replayer = Replayer(device, indexed=False)
-    allocated = allocated_curve(device, life_spans(device, replayer.life_bytes))  # block sizes worked out once
-    reserved = reserved_curve(device)
+    if curves is not None:
+        allocated, reserved = curves
+    else:
+        allocated = allocated_curve(device, life_spans(device, replayer.life_bytes))  # block sizes worked out once
+        reserved = reserved_curve(device)
     t0 = device.time_origin_us
     return DeviceView(snapshot, device, replayer, allocated, reserved, t0, _annotation_marks(snapshot, device))
 

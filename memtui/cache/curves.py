@@ -1,0 +1,75 @@
+"""The explorer's memory curves, kept beside the model cache.
+
+On a warm open the model is mapped in a fraction of a second; the allocated and reserved
+curves over every event are then the largest thing the explorer would compute before its
+first screen (about half a second at 10M events, most of it touching arrays of 80 MB).
+They are a function of the model alone, so they are kept beside its cache entry, one
+``.npy`` file per device (both curves, int64, shape 2 x events), mapped on the next open
+and written once the first screen is drawn, atomically, as the model's own entry is.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import numpy as np
+
+from memtui.atomic import atomic_write, remove_quietly
+from memtui.cache import ModelCache
+
+log = logging.getLogger("memtui.cache")
+
+# Part of the file name: a change to how the curves are computed gives new names, and the
+# old files are never read (they go when their model's entry is pruned).
+CURVES_VERSION = 1
+
+
+def curves_path(cache: ModelCache, source: str | os.PathLike, device: int) -> str:
+    """Where the curves of ``device`` of ``source`` are kept (raises OSError if ``source``
+    cannot be read)."""
+    return os.path.join(cache.folder, f"{cache.key(source)}.curves{CURVES_VERSION}.d{device}.npy")
+
+
+def load_curves(cache: ModelCache | None, source, device: int, n_events: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(allocated, reserved) as kept for ``device`` of ``source`` (mapped, read-only), or None:
+    no cache, none kept, or a file that is not two curves of ``n_events`` (then removed)."""
+    if cache is None or cache.disabled or not isinstance(source, (str, os.PathLike)):
+        return None
+    try:
+        path = curves_path(cache, source, device)
+        if not os.path.exists(path):
+            return None
+        curves = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        log.info("curves for %s not read (%s)", source, exc)
+        return None
+    if curves.dtype != np.int64 or curves.shape != (2, n_events):
+        remove_quietly(path)
+        return None
+    return curves[0], curves[1]
+
+
+def store_curves_later(cache: ModelCache | None, source, device: int, allocated: np.ndarray,
+                       reserved: np.ndarray) -> None:
+    """Keep the curves of ``device`` of ``source`` for the next open, in a background writer
+    held back like the model's writes (until the first screen is drawn)."""
+    if cache is None or cache.disabled or not isinstance(source, (str, os.PathLike)) or not len(allocated):
+        return
+    try:
+        path = curves_path(cache, source, device)
+    except OSError:
+        return
+    if os.path.exists(path) or isinstance(allocated, np.memmap):
+        return  # kept already (the curves were read from there)
+    cache.write_later(lambda: _write(cache, path, allocated, reserved))
+
+
+def _write(cache: ModelCache, path: str, allocated: np.ndarray, reserved: np.ndarray) -> None:
+    if not cache.check_writable():
+        return
+    header = {"descr": np.dtype(np.int64).str, "fortran_order": False, "shape": (2, len(allocated))}
+    with atomic_write(path, force=True) as fh:
+        np.lib.format.write_array_header_1_0(fh, header)
+        for curve in (allocated, reserved):  # written as they are: no 2 x events copy
+            fh.write(memoryview(np.ascontiguousarray(curve, dtype=np.int64)))
