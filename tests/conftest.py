@@ -40,7 +40,7 @@ def shared_files(pattern: str = "*.pickle*") -> list[Path]:
 # Truth sets with files of their own tests (many files, some of 80,000 events): every test that
 # runs over all samples would otherwise run over them too.
 # The held-out sets, in the order they were recorded (sample_snapshots/heldout*/README.md).
-HELDOUT_SETS = ("heldout", "heldout2", "heldout3")
+HELDOUT_SETS = ("heldout", "heldout2", "heldout3", "heldout4")
 _OWN_TESTS = {"scenarios", "whatif", *HELDOUT_SETS}
 
 

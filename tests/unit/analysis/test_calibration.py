@@ -48,6 +48,9 @@ def test_no_confident_verdict_is_wrong_on_the_files_the_rules_were_made_on():
     # read as a leak (high), a buffer grown by torch.cat read as no leak, small collections
     # beside explained bursts and frees that carry their allocation's stack (context='alloc')
     # read as no cycles, on the second held-out set after it was scored; memory held by
-    # cycles read as a leak where the cycle analysis could not tell, on the third.
-    wrong = [s for s in wrong_confident(scored()) if s.split in ("build", *HELDOUT_SETS)]
+    # cycles read as a leak where the cycle analysis could not tell, on the third. The
+    # fourth set was scored after all of them and no rule changed since: a medium verdict
+    # may be wrong there within its promise (its table says how often).
+    made_on = ("build", "heldout", "heldout2", "heldout3")
+    wrong = [s for s in wrong_confident(scored()) if s.split in made_on]
     assert not wrong, [(s.score.file, s.score.analysis, s.score.verdict, s.score.truth) for s in wrong]
