@@ -40,17 +40,19 @@ def short(conf: str) -> str:
     return SHORT.get(conf, "combo")
 
 
-def evaluate(name: str, truth: dict) -> list[dict]:
-    full = open_snapshot(FOLDER / f"{name}.pickle.xz")
+def evaluate(name: str, truth: dict, folder: Path = FOLDER) -> list[dict]:
+    full = open_snapshot(folder / f"{name}.pickle.xz")
     dev = full.devices[full.default_device()]
     requests = build_requests(dev)
-    oom = open_snapshot(FOLDER / f"{name}.oom.pickle.xz")
+    oom = open_snapshot(folder / f"{name}.oom.pickle.xz")
     oom_dev = oom.devices[oom.default_device()]
     oom_requests = build_requests(oom_dev)
     cap = truth["oom_recording"]["cap_bytes"]
     inferred = derive_limit(oom_dev, oom_requests, None)
     rows = []
     for entry in truth["settings"]:
+        if entry.get("missing"):
+            continue  # the re-runs under this setting did not finish before the run's deadline
         conf = entry["settings"]
         settings = parse_conf(conf)
         uncapped = run_scenario(requests, conf, settings, Limit(None, False, "none"), False)
@@ -77,14 +79,16 @@ def evaluate(name: str, truth: dict) -> list[dict]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--split", choices=("build", "heldout"), required=True)
+    parser.add_argument("--split", choices=("build", "heldout", "heldout2"), required=True,
+                        help="heldout2: the second set's workloads (sample_snapshots/whatif2)")
     parser.add_argument("--json", help="write the rows here too")
     args = parser.parse_args()
     rows = []
-    for path in sorted(FOLDER.glob("*.truth.json")):
+    folder = FOLDER.parent / "whatif2" if args.split == "heldout2" else FOLDER
+    for path in sorted(folder.glob("*.truth.json")):
         truth = json.loads(path.read_text())
         if truth.get("split") == args.split:
-            rows += evaluate(path.name.split(".truth.json")[0], truth)
+            rows += evaluate(path.name.split(".truth.json")[0], truth, folder)
     print(f"## {args.split}: {len({r['workload'] for r in rows})} workloads, {len(rows)} workload x setting\n")
     print("| workload | setting | reserved peak: re-run / model | smallest cap: bracket / model |"
           " served the default's failed request: re-run / model (cap given) / model (cap inferred) |")

@@ -41,7 +41,7 @@ def shared_files(pattern: str = "*.pickle*") -> list[Path]:
 # runs over all samples would otherwise run over them too.
 # The held-out sets, in the order they were recorded (sample_snapshots/heldout*/README.md).
 HELDOUT_SETS = ("heldout", "heldout2", "heldout3", "heldout4")
-_OWN_TESTS = {"scenarios", "whatif", *HELDOUT_SETS}
+_OWN_TESTS = {"scenarios", "whatif", "whatif2", *HELDOUT_SETS}
 
 
 def terminal_env(**extra: str) -> dict[str, str]:
@@ -67,8 +67,9 @@ def scenario_files() -> list[Path]:
 
 
 def whatif_files() -> list[Path]:
-    """Recordings re-run under other allocator settings (sample_snapshots/whatif, each with its truth)."""
-    return sorted((SAMPLES / "whatif").glob("*.pickle*"))
+    """Recordings re-run under other allocator settings (sample_snapshots/whatif and whatif2,
+    each with its truth)."""
+    return sorted(p for folder in ("whatif", "whatif2") for p in (SAMPLES / folder).glob("*.pickle*"))
 
 
 def heldout_files() -> list[Path]:

@@ -401,17 +401,19 @@ class LiveServer:
         while self._posted:
             message = self._posted.popleft()
             taken = message.pop("snapshot", None)
-            if taken is not None:
-                # A snapshot taken where it happened (inside the OOM observer): it goes out
-                # as the next delta, so the map shows the moment of the OOM itself.
-                full = [w for w in self._watchers.values() if w.mode == p.FULL]
-                if full:
-                    self._send_trace(full, taken)
             frame = p.encode(message)
             for w in list(self._watchers.values()):
                 if w.mode is not None:
                     self._enqueue(w, frame, str(message.get("kind")))
-            if message.get("kind") == p.OOM and taken is None:
+            if taken is not None:
+                # The message first (the view says at once that memory ran out), then the
+                # snapshot taken where it happened (inside the OOM observer) as the next
+                # delta, which may take a while to pack, so the map shows the moment itself.
+                self._flush_all()
+                full = [w for w in self._watchers.values() if w.mode == p.FULL]
+                if full:
+                    self._send_trace(full, taken)
+            elif message.get("kind") == p.OOM:
                 self._next_trace = 0.0  # the state at the OOM, as soon as it can be had
         self._flush_all()
 

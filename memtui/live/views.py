@@ -14,6 +14,7 @@ from memtui.model import Snapshot
 from memtui.model.segments import ALLOCATED, PENDING_FREE
 from memtui.report.oom import diagnosis_sections
 from memtui.report.text import section_lines
+from memtui.units import format_bytes
 
 
 def live_call_sites(snapshot: Snapshot, device: int, limit: int = 8) -> list[dict]:
@@ -38,6 +39,19 @@ def oom_lines(snapshot: Snapshot, device: int) -> list[str]:
     for section in diagnosis_sections(found[-1], len(found), len(found), largest_shown=3):
         lines += section_lines(section)
     return lines
+
+
+def oom_headline(message: dict) -> str:
+    """What an ``oom`` message says the moment it arrives, before the diagnosis (which needs
+    the state at the OOM indexed and replayed)."""
+    parts = [f"OUT OF MEMORY on device {message.get('device', '?')}"]
+    if isinstance(message.get("requested"), int):
+        parts.append(f"{format_bytes(message['requested'])} requested")
+    if isinstance(message.get("device_allocated"), int):
+        parts.append(f"{format_bytes(message['device_allocated'])} allocated")
+    if isinstance(message.get("device_free"), int):
+        parts.append(f"{format_bytes(message['device_free'])} free on the device")
+    return ": ".join(parts[:1]) + (": " + ", ".join(parts[1:]) if parts[1:] else "") + " (explaining it...)"
 
 
 def by_headroom(rows: list[tuple[object, DeviceCounters | None]]) -> list[tuple[object, DeviceCounters | None]]:

@@ -38,9 +38,9 @@ async def test_the_live_view_follows_the_job_freezes_and_keeps_the_last_state(li
             live = app.screen
             # the whole recording arrives, the OOM is explained, the event log shows the tail
             assert await until(pilot, lambda: live.view is not None and live.view.n_events == 719)
-            assert await until(pilot, lambda: live.query_one("#oom").display)
-            oom_text = str(live.query_one("#oom").render())
-            assert "verdict" in oom_text
+            assert await until(pilot, lambda: live.query_one("#oom").display)  # the headline at once
+            # then the diagnosis in its place
+            assert await until(pilot, lambda: "verdict" in str(live.query_one("#oom").render()))
             assert live.event_log.cursor_event == 718
             assert "▶ rank" in str(live.query_one("#ranks").render())
             # pause: the view holds still while updates keep arriving

@@ -75,3 +75,12 @@ def test_the_view_shows_what_the_map_saw_until_the_trace_brings_the_record():
               "time_us": int((last_time + 0.2) * 1e6), "frames": [], "compile_context": "N/A", "user_metadata": ""}
     state.apply(_delta(freed, table, last_time + 0.6, traces={0: [record]}))
     assert state.seen_count() == 0 and state.events() == recorded + 1
+
+
+def test_an_oom_is_said_the_moment_its_message_comes():
+    from memtui.live.views import oom_headline
+
+    line = oom_headline({"kind": "oom", "device": 0, "requested": 2 << 30, "device_allocated": 3 << 30,
+                         "device_free": 64 << 20})
+    assert line.startswith("OUT OF MEMORY on device 0: 2.00 GiB requested, 3.00 GiB allocated, 64.00 MiB free")
+    assert oom_headline({"kind": "oom"}).startswith("OUT OF MEMORY on device ?")

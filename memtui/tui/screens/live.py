@@ -27,7 +27,7 @@ from memtui.live import protocol as p
 from memtui.live.client import LiveClient
 from memtui.live.model import build_live_model
 from memtui.live.runtime import JobInfo
-from memtui.live.views import by_headroom, duration, live_call_sites, oom_lines
+from memtui.live.views import by_headroom, duration, live_call_sites, oom_headline, oom_lines
 from memtui.model import actions as act
 from memtui.record.files import write_snapshot
 from memtui.tui.messages import LiveModelReady, SnapshotSaved
@@ -71,6 +71,7 @@ class LiveScreen(Screen):
         self._built_version = -1
         self._building = False
         self._oom_count = 0  # OOMs in the model last diagnosed: a diagnosis is redone only for a new one
+        self._ooms_explained = 0  # oom messages received by the time of the last diagnosis
         self._oom_lines: list[str] = []
         self._last_model: LiveModelReady | None = None
 
@@ -131,10 +132,17 @@ class LiveScreen(Screen):
             curve = state.curve(self._device(), last=2 * max(self.query_one(CounterPlot).size.width, 1) + 2)
             steps = [t for _, t in state.steps]
             ooms = [float(o.get("t", 0.0)) for o in state.ooms]
+            newest_oom = state.ooms[-1] if state.ooms else None
             latest = state.latest()
             version = state.version
         limit = next((d.limit for d in (latest.devices if latest else []) if d.device == self._device()), None)
         self.query_one(CounterPlot).show(curve, steps, ooms, limit)
+        if newest_oom is not None and len(ooms) > self._ooms_explained:
+            # Said the moment the message comes; the diagnosis replaces it once the state at
+            # the OOM is indexed.
+            box = self.query_one("#oom", Static)
+            box.update(oom_headline(newest_oom))
+            box.display = True
         if version != self._built_version and not self._building and state.has_state:
             self._building = True
             self._build(client, version)
@@ -147,6 +155,7 @@ class LiveScreen(Screen):
     @work(thread=True, exclusive=True, group="live-model")
     def _build(self, client: LiveClient, version: int) -> None:
         try:
+            messages = len(client.state.ooms)  # the state read next holds at least these
             raw = client.state.raw_snapshot(with_seen=True)
             name = os.path.basename(client.job.argv[0]) if client.job.argv else "live"
             snapshot = build_live_model(raw, name)
@@ -159,6 +168,7 @@ class LiveScreen(Screen):
             lines = oom_lines(snapshot, device) if ooms and ooms != self._oom_count else None
             if lines is not None:
                 self._oom_count = ooms
+                self._ooms_explained = messages
         except Exception as exc:  # a state the model refuses: say so, keep what is shown
             self.app.call_from_thread(self.status.say, f"could not index what the job sent: {exc}", True)
             view, sites, lines = None, [], []
@@ -179,7 +189,9 @@ class LiveScreen(Screen):
         self.view = message.view
         self.event_log.set_view(message.view)  # the cursor goes to the newest event: the tail
         self._show_sites(message.sites)
-        if self._oom_lines:
+        client = self.client
+        newer = client is not None and len(client.state.ooms) > self._ooms_explained  # its headline stays
+        if self._oom_lines and not newer:
             box = self.query_one("#oom", Static)
             box.update("\n".join(self._oom_lines[:12]))
             box.display = True
@@ -267,7 +279,7 @@ class LiveScreen(Screen):
                 except Exception:
                     self.clients[i] = None
         self._built_version = -1
-        self._oom_count, self._oom_lines = 0, []
+        self._oom_count, self._oom_lines, self._ooms_explained = 0, [], 0
         self.query_one("#oom").display = False
         self.status.say(f"showing {self.jobs[self.selected].name}")
 
