@@ -41,14 +41,17 @@ def oom_lines(snapshot: Snapshot, device: int) -> list[str]:
     return lines
 
 
-def oom_headline(message: dict) -> str:
+def oom_headline(message: dict, limit: int | None = None) -> str:
     """What an ``oom`` message says the moment it arrives, before the diagnosis (which needs
-    the state at the OOM indexed and replayed)."""
+    the state at the OOM indexed and replayed); ``limit``: what the allocator may reach (a
+    per-process cap, say), from the counters, which the device's free memory does not show."""
     parts = [f"OUT OF MEMORY on device {message.get('device', '?')}"]
     if isinstance(message.get("requested"), int):
         parts.append(f"{format_bytes(message['requested'])} requested")
     if isinstance(message.get("device_allocated"), int):
         parts.append(f"{format_bytes(message['device_allocated'])} allocated")
+    if isinstance(limit, int):
+        parts.append(f"a limit of {format_bytes(limit)}")
     if isinstance(message.get("device_free"), int):
         parts.append(f"{format_bytes(message['device_free'])} free on the device")
     return ": ".join(parts[:1]) + (": " + ", ".join(parts[1:]) if parts[1:] else "") + " (explaining it...)"

@@ -84,3 +84,5 @@ def test_an_oom_is_said_the_moment_its_message_comes():
                          "device_free": 64 << 20})
     assert line.startswith("OUT OF MEMORY on device 0: 2.00 GiB requested, 3.00 GiB allocated, 64.00 MiB free")
     assert oom_headline({"kind": "oom"}).startswith("OUT OF MEMORY on device ?")
+    capped = oom_headline({"kind": "oom", "device": 0, "requested": 8 << 30, "device_free": 138 << 30}, 4 << 30)
+    assert "8.00 GiB requested, a limit of 4.00 GiB, 138.00 GiB free on the device" in capped

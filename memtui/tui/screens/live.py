@@ -141,7 +141,7 @@ class LiveScreen(Screen):
             # Said the moment the message comes; the diagnosis replaces it once the state at
             # the OOM is indexed.
             box = self.query_one("#oom", Static)
-            box.update(oom_headline(newest_oom))
+            box.update(oom_headline(newest_oom, limit))
             box.display = True
         if version != self._built_version and not self._building and state.has_state:
             self._building = True
