@@ -164,14 +164,21 @@ class LiveScreen(Screen):
             view = build_device_view(snapshot, known.index(device)) if device in known else None
             sites = live_call_sites(snapshot, device) if view is not None else []
             ooms = len(view.device.oom_indices()) if view is not None else 0
-            # The diagnosis replays and weighs the whole trace: done again only when a new OOM came.
-            lines = oom_lines(snapshot, device) if ooms and ooms != self._oom_count else None
-            if lines is not None:
-                self._oom_count = ooms
-                self._ooms_explained = messages
         except Exception as exc:  # a state the model refuses: say so, keep what is shown
-            self.app.call_from_thread(self.status.say, f"could not index what the job sent: {exc}", True)
-            view, sites, lines = None, [], []
+            self.app.call_from_thread(self.status.say, f"could not index what the job sent: {exc!r}", True)
+            self.post_message(LiveModelReady(version, None, [], None))
+            return
+        lines = None
+        if ooms and ooms != self._oom_count:
+            # The diagnosis replays and weighs the whole trace: done again only when a new OOM
+            # came, on what torch recorded (not the blocks the segments were seen to change).
+            try:
+                recorded = build_live_model(client.state.raw_snapshot(), name)
+                lines = oom_lines(recorded, device)
+            except Exception as exc:  # the view stands; the headline says what is known
+                lines = [f"the OOM could not be explained from what the job sent ({exc!r})"]
+            self._oom_count = ooms
+            self._ooms_explained = messages
         self.post_message(LiveModelReady(version, view, sites, lines))
 
     def on_live_model_ready(self, message: LiveModelReady) -> None:
