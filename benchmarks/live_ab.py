@@ -5,6 +5,7 @@ Run on a CUDA machine from the repository root (memtui importable, torch and tra
 installed)::
 
     python benchmarks/live_ab.py costs      # _snapshot() against the segments alone, by history length
+    python benchmarks/live_ab.py segments   # one segments read in a training job: read, packing, encoding
     python benchmarks/live_ab.py ab         # step time: recording / + serving / + a watcher, A/B blocks
     python benchmarks/live_ab.py latency    # GPU event -> the watcher's LiveState, training, idle, OOM
 
@@ -85,6 +86,36 @@ def costs(args) -> dict:
         out["rows"].append(row)
         del keep
     torch.cuda.memory._record_memory_history(enabled=None)
+    return out
+
+
+def segments(args) -> dict:
+    """One segments read in a training job, in its parts: torch's read, packing, encoding."""
+    from memtui.live import protocol as p
+    from memtui.live import wire
+
+    torch, step = model_and_step(args)
+    torch.cuda.memory._record_memory_history(max_entries=args.max_entries, stacks="python")
+    for _ in range(args.warmup):
+        step()
+    table = wire.FrameTable()
+    out: dict = {}
+    for label, reads in (("first", 1), ("again", 30)):
+        rows = []
+        for _ in range(reads):
+            t0 = time.perf_counter()
+            segs = torch._C._cuda_memorySnapshot((0, 0, False))["segments"]
+            t1 = time.perf_counter()
+            table.new_read()
+            packed = wire.pack_segments(segs, table)
+            _, frames = table.new_frames()
+            t2 = time.perf_counter()
+            frame = p.encode({"kind": p.DELTA, "segments": packed, "frames": frames})
+            rows.append((t1 - t0, t2 - t1, time.perf_counter() - t2, len(frame)))
+        out[label] = {"read_ms": statistics.median(r[0] for r in rows) * 1e3,
+                      "pack_ms": statistics.median(r[1] for r in rows) * 1e3,
+                      "encode_ms": statistics.median(r[2] for r in rows) * 1e3, "bytes": rows[-1][3]}
+    out.update(segments=len(segs), blocks=sum(len(s.get("blocks") or []) for s in segs), frames=len(table.frames))
     return out
 
 
@@ -239,7 +270,7 @@ def latency(args) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=("costs", "ab", "latency"))
+    parser.add_argument("what", choices=("costs", "segments", "ab", "latency"))
     parser.add_argument("--layers", type=int, default=6)
     parser.add_argument("--width", type=int, default=512)
     parser.add_argument("--batch", type=int, default=16)
@@ -251,7 +282,7 @@ def main() -> None:
     parser.add_argument("--train-seconds", type=float, default=12.0)
     parser.add_argument("--idle-marks", type=int, default=6)
     args = parser.parse_args()
-    print(json.dumps({"costs": costs, "ab": ab, "latency": latency}[args.what](args)))
+    print(json.dumps({"costs": costs, "segments": segments, "ab": ab, "latency": latency}[args.what](args)))
 
 
 if __name__ == "__main__":
