@@ -33,6 +33,12 @@ SEGMENT_NAMES = {act.SEGMENT_ALLOC: "segment_alloc", act.SEGMENT_FREE: "segment_
 # The smallest-cap search stops when the bracket is this narrow (a share of the cap, or 2 MiB).
 CAP_PRECISION = 0.005
 CAP_STEP = 2 << 20
+# Completing under a cap is not always monotonic in the cap: under a lower one the allocator
+# frees its cache to retry at other moments, and the layout that follows can fit where a
+# higher cap's does not (seen on GPU re-runs, docs/whatif.md). So the bisection's answer is
+# checked at caps just above it, this many, CAP_PRECISION apart; a failure there moves the
+# answer above it.
+ABOVE_PROBES = 8
 
 
 @dataclass
@@ -79,6 +85,9 @@ class Scenario:
     retries: int
     recorded: bool = False
     passes_at_cap_ends: list[bool | None] = field(default_factory=list)
+    # A lower cap that also completes, where completing is not monotonic in the cap (a cap
+    # between it and min_cap_bytes runs out); None where no such cap was found.
+    min_cap_lowest_bytes: int | None = None
 
     @property
     def passes_certain(self) -> bool:
@@ -90,7 +99,8 @@ class Scenario:
                 "peak_event": self.peak_event, "fragmentation_at_peak": self.fragmentation_at_peak,
                 "stopped_at": self.stopped_at, "alloc_retries": self.retries, "recorded": self.recorded,
                 "passes_recorded_oom_at_cap_ends": self.passes_at_cap_ends,
-                "passes_recorded_oom_certain": self.passes_certain}
+                "passes_recorded_oom_certain": self.passes_certain,
+                "min_cap_lowest_bytes": self.min_cap_lowest_bytes}
 
 
 @dataclass
@@ -205,9 +215,9 @@ def run_scenario(requests: Requests, text: str, settings: AllocatorSettings, lim
         at_ends = [_passes(requests, replay(requests, settings, limit=end, per_process=limit.per_process,
                                             until_event=first_oom)) for end in limit.ends()]
     uncapped = out if limit.bytes is None else replay(requests, settings)
-    smallest = smallest_cap(requests, settings, uncapped) if min_cap else None
+    smallest, lowest = smallest_cap(requests, settings, uncapped) if min_cap else (None, None)
     return Scenario(text, out.reserved_peak, out.peak_event, out.reserved_peak - out.active_at_peak, out.oom_event,
-                    passes, smallest, out.stopped_at, out.retries, is_recorded, at_ends)
+                    passes, smallest, out.stopped_at, out.retries, is_recorded, at_ends, lowest)
 
 
 def _passes(requests: Requests, out: Outcome) -> bool | None:
@@ -219,11 +229,13 @@ def _passes(requests: Requests, out: Outcome) -> bool | None:
     return None
 
 
-def smallest_cap(requests: Requests, settings: AllocatorSettings, uncapped: Outcome) -> int | None:
-    """The smallest per-process cap under which every request is served (the recorded OOM's
-    too), by bisection as a re-run would find it; None when even no cap is not enough."""
+def smallest_cap(requests: Requests, settings: AllocatorSettings, uncapped: Outcome) -> tuple[int | None, int | None]:
+    """(the smallest per-process cap under which every request is served, the recorded OOM's
+    too, found by bisection as a re-run would and checked at caps just above it; a lower cap
+    that also completes where a cap between them runs out, else None). (None, None) when
+    even no cap is not enough."""
     if uncapped.oom_event is not None:
-        return None
+        return None, None
 
     def fits(cap: int) -> bool:
         out = replay(requests, settings, limit=cap, per_process=True)
@@ -235,17 +247,27 @@ def smallest_cap(requests: Requests, settings: AllocatorSettings, uncapped: Outc
         hi = int(hi * 1.25) + CAP_STEP
         tries += 1
         if tries > 8:
-            return None
+            return None, None
+    top = hi  # completes: no cap above it needs checking
     lo = max(uncapped.allocated_at_peak, 0)
     if lo >= hi or fits(lo):
-        return lo if lo < hi else hi
-    while hi - lo > max(CAP_STEP, int(hi * CAP_PRECISION)):
-        mid = (lo + hi) // 2
-        if fits(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+        return (lo if lo < hi else hi), None
+    lowest = None
+    while True:
+        while hi - lo > max(CAP_STEP, int(hi * CAP_PRECISION)):
+            mid = (lo + hi) // 2
+            if fits(mid):
+                hi = mid
+            else:
+                lo = mid
+        step = max(CAP_STEP, int(hi * CAP_PRECISION))
+        above = [cap for cap in (hi + step * k for k in range(1, ABOVE_PROBES + 1)) if cap < top]
+        failing = [cap for cap in above if not fits(cap)]
+        if not failing:
+            return hi, lowest
+        # A cap above the answer runs out: the answer moves above the highest such cap found.
+        lowest = hi if lowest is None else lowest
+        lo, hi = max(failing), top
 
 
 def check_fidelity(dev: DeviceModel, requests: Requests, recorded: AllocatorSettings) -> Fidelity:

@@ -81,11 +81,18 @@ def text_lines(w: WhatIf) -> list[str]:
         if not s.passes_certain:
             passes += "*"
         fits = f(s.min_cap_bytes) if s.min_cap_bytes is not None else "?"
+        if s.min_cap_lowest_bytes is not None:
+            fits += "~"
         name = (s.settings or "default") + (" (recorded)" if s.recorded else "")
         lines.append(f"{name:{width}} {f(s.reserved_peak):>14} {runs_out:>12} {passes:>13} {fits:>11}"
                      f" {f(s.fragmentation_at_peak):>12}")
     if any(not s.passes_certain for s in w.scenarios):
         lines.append("* depends on the cap: the answer differs at the two ends of what the recording allows")
+    for s in w.scenarios:
+        if s.min_cap_lowest_bytes is not None and s.min_cap_bytes is not None:
+            lines.append(f"~ {s.settings or 'default'}: also fits in {f(s.min_cap_lowest_bytes)}, but runs out under"
+                         f" some cap between that and {f(s.min_cap_bytes)}: under a lower cap the allocator frees its"
+                         " cache at other moments, and the layout that follows can fit where a higher cap's does not")
     if w.recorded_oom is not None:
         lines.append("")
         lines.append("The recording ends at its OOM or goes on without that request: what a setting that serves it"
