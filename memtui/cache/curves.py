@@ -15,20 +15,22 @@ import os
 
 import numpy as np
 
+from memtui import __version__
 from memtui.atomic import atomic_write, remove_quietly
 from memtui.cache import ModelCache
 
 log = logging.getLogger("memtui.cache")
 
-# Part of the file name: a change to how the curves are computed gives new names, and the
-# old files are never read (they go when their model's entry is pruned).
+# Part of the file name, with memtui's version: a change to how the curves are computed gives
+# new names, and the old files are never read (they go when their model's entry is pruned).
 CURVES_VERSION = 1
 
 
 def curves_path(cache: ModelCache, source: str | os.PathLike, device: int) -> str:
     """Where the curves of ``device`` of ``source`` are kept (raises OSError if ``source``
     cannot be read)."""
-    return os.path.join(cache.folder, f"{cache.key(source)}.curves{CURVES_VERSION}.d{device}.npy")
+    tag = f"curves{CURVES_VERSION}-{__version__}"
+    return os.path.join(cache.folder, f"{cache.key(source)}.{tag}.d{device}.npy")
 
 
 def load_curves(cache: ModelCache | None, source, device: int, n_events: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -40,12 +42,15 @@ def load_curves(cache: ModelCache | None, source, device: int, n_events: int) ->
         path = curves_path(cache, source, device)
         if not os.path.exists(path):
             return None
-        curves = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        log.info("curves for %s not read (%s)", source, exc)
+    except OSError:
         return None
-    if curves.dtype != np.int64 or curves.shape != (2, n_events):
-        remove_quietly(path)
+    try:
+        curves = np.load(path, mmap_mode="r", allow_pickle=False)
+        if curves.dtype != np.int64 or curves.shape != (2, n_events):
+            raise ValueError(f"{curves.dtype} {curves.shape}, not two curves of {n_events} events")
+    except Exception as exc:  # noqa: BLE001 - any file that is not the curves is computed again
+        log.info("curves for %s not read (%s); computed again", source, exc)
+        remove_quietly(path)  # so the next write puts the right ones there
         return None
     return curves[0], curves[1]
 

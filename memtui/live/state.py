@@ -23,7 +23,6 @@ from memtui.live import wire
 from memtui.live.seen import seen_entries
 
 DEFAULT_KEEP = 200_000
-SEEN_KEEP = 20_000  # entries seen in the segments kept a device until the next trace read
 COUNTER_HISTORY = 36_000  # an hour at 10 ticks a second
 
 
@@ -70,9 +69,13 @@ class LiveState:
     samples: collections.deque = field(default_factory=lambda: collections.deque(maxlen=COUNTER_HISTORY))
     segments: list = field(default_factory=list)
     traces: list = field(default_factory=list)  # one list of entries per device
-    # Per device: what the segments read since the last trace read saw come and go
-    # (memtui.live.seen), shown after the trace until the trace's own entries arrive.
+    # The segments as the last state or trace read gave them: they and the trace are one
+    # moment, what a saved state holds. ``segments`` may be newer (a segments read since).
+    traced_segments: list = field(default_factory=list)
+    # Per device: how the segments now differ from ``traced_segments`` (memtui.live.seen),
+    # shown after the trace until the trace's own entries arrive; and when each was first seen.
     seen: dict = field(default_factory=dict)
+    seen_times: dict = field(default_factory=dict)
     annotations: list = field(default_factory=list)
     allocator_settings: dict = field(default_factory=dict)
     steps: collections.deque = field(default_factory=lambda: collections.deque(maxlen=10_000))  # (n, time)
@@ -125,7 +128,8 @@ class LiveState:
         self.segments = list(snapshot.get("segments") or [])
         self.traces = [list(t or []) for t in snapshot.get("device_traces") or []]
         self.annotations = list(snapshot.get("external_annotations") or [])
-        self.seen = {}
+        self.traced_segments = self.segments
+        self.seen, self.seen_times = {}, {}
         self.allocator_settings = dict(snapshot.get("allocator_settings") or {})
         self.has_state = True
         self._trim()
@@ -143,12 +147,12 @@ class LiveState:
         traced = bool(message.get("traces") or message.get("gap"))
         changed = bool(traced or message.get("annotations")) or segments != self.segments
         if traced:
-            self.seen = {}  # the trace now holds what the segments showed, as recorded
+            # The trace now holds what the segments showed, as recorded; a delta that carries
+            # the trace carries the segments of the same read.
+            self.traced_segments = segments
+            self.seen, self.seen_times = {}, {}
         elif changed:
-            for device, entries in seen_entries(self.segments, segments, float(message.get("t", 0.0))).items():
-                kept = self.seen.setdefault(device, [])
-                kept.extend(entries)
-                del kept[: max(0, len(kept) - SEEN_KEEP)]
+            self._see(segments, float(message.get("t", 0.0)))
         self.segments = segments
         for key, entries in (message.get("traces") or {}).items():
             d = int(key)
@@ -161,6 +165,19 @@ class LiveState:
         self._trim()
         if changed:
             self.version += 1
+
+    def _see(self, segments: list, t: float) -> None:
+        """``seen`` from the segments of the last trace read to ``segments``, each entry timed
+        when a read first showed it."""
+        times: dict = {}
+        seen: dict = {}
+        for device, entries in seen_entries(self.traced_segments, segments, t).items():
+            for e in entries:
+                key = (device, e["action"], e["addr"], e["size"])
+                e["time_us"] = times[key] = self.seen_times.get(key, e["time_us"])
+            entries.sort(key=lambda e: e["time_us"])  # stable: torch's order within a read
+            seen[device] = entries
+        self.seen, self.seen_times = seen, times
 
     def _trim(self) -> None:
         for trace in self.traces:
@@ -181,8 +198,9 @@ class LiveState:
     # -- reading -------------------------------------------------------------------------
     def raw_snapshot(self, with_seen: bool = False) -> dict:
         """The state as ``torch.cuda.memory._snapshot()`` lays it out (lists copied, entries
-        shared); ``with_seen`` adds what the segments showed since the last trace read after
-        each device's trace (for the view; a saved state holds only what torch recorded)."""
+        shared): the trace with the segments of the same read (what torch recorded, what a
+        saved state holds); ``with_seen``: with the segments now instead, and after each
+        device's trace how they came to differ (for the view)."""
         with self.lock:
             traces = [list(t) for t in self.traces]
             if with_seen:
@@ -190,7 +208,8 @@ class LiveState:
                     while len(traces) <= device:
                         traces.append([])
                     traces[device].extend(entries)
-            return {"segments": list(self.segments), "device_traces": traces,
+            segments = self.segments if with_seen else self.traced_segments
+            return {"segments": list(segments), "device_traces": traces,
                     "external_annotations": list(self.annotations),
                     "allocator_settings": dict(self.allocator_settings)}
 

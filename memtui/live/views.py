@@ -41,6 +41,11 @@ def oom_lines(snapshot: Snapshot, device: int) -> list[str]:
     return lines
 
 
+def ooms_on(messages: list[dict], device: int) -> list[dict]:
+    """The ``oom`` messages of ``device`` (one without a device is taken as the one shown)."""
+    return [m for m in messages if m.get("device", device) == device]
+
+
 def oom_headline(message: dict, limit: int | None = None) -> str:
     """What an ``oom`` message says the moment it arrives, before the diagnosis (which needs
     the state at the OOM indexed and replayed); ``limit``: what the allocator may reach (a

@@ -131,6 +131,9 @@ class LiveModelReady(Latest, bubble=False):
     view: DeviceView | None
     sites: list
     oom_lines: list | None  # None: the OOMs did not change since the last one
+    client: object = None  # whose state it was built from (the rank shown may have changed since)
+    oom_key: tuple | None = None  # which OOMs the lines explain (their number, the last one's time)
+    ooms_explained: int = 0  # the OOM messages for this device received before the build
 
 
 @dataclass

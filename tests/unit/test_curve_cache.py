@@ -47,9 +47,11 @@ def test_a_curves_file_that_does_not_fit_the_model_is_removed_not_read(tmp_path)
     np.save(path, np.zeros((2, len(device.trace) + 1), np.int64))  # one event too many
     assert load_curves(cache, source, device.device, len(device.trace)) is None
     assert not os.path.exists(path)
-    with open(path, "wb") as fh:
-        fh.write(b"\x93NUMPY garbage")  # cut short
-    assert load_curves(cache, source, device.device, len(device.trace)) is None
+    for bad in (b"\x93NUMPY garbage", b""):  # cut short; empty
+        with open(path, "wb") as fh:
+            fh.write(bad)
+        assert load_curves(cache, source, device.device, len(device.trace)) is None
+        assert not os.path.exists(path)  # removed, so that the right curves are written next
 
 
 def test_curves_go_when_their_model_entry_is_pruned(tmp_path):

@@ -86,3 +86,69 @@ def test_an_oom_is_said_the_moment_its_message_comes():
     assert oom_headline({"kind": "oom"}).startswith("OUT OF MEMORY on device ?")
     capped = oom_headline({"kind": "oom", "device": 0, "requested": 8 << 30, "device_free": 138 << 30}, 4 << 30)
     assert "8.00 GiB requested, a limit of 4.00 GiB, 138.00 GiB free on the device" in capped
+
+
+def _state_of(raw):
+    table = wire.FrameTable()
+    state = LiveState()
+    packed = wire.pack_snapshot(raw, table)
+    state.apply({"kind": p.STATE, "t": 1.0, "snapshot": packed, "frames": table.new_frames()[1]})
+    return state, table
+
+
+def _allocated(segments) -> int:
+    return sum(b["size"] for s in segments for b in s["blocks"] if b["state"] == "active_allocated")
+
+
+def test_blocks_toggled_over_many_reads_leave_the_view_as_the_segments_say():
+    raw = read_snapshot(SAMPLE)
+    state, table = _state_of(raw)
+    t = raw["device_traces"][0][-1]["time_us"] / 1e6
+    segments = copy.deepcopy(raw["segments"])
+    toggled = _active(segments)[:6]
+    for read in range(40):  # blocks freed and allocated again, read after read
+        for k, (_, block) in enumerate(toggled):
+            block["state"] = "inactive" if (read + k) % 3 else "active_allocated"
+        state.apply(_delta(copy.deepcopy(segments), table, t + 0.1 * (read + 1)))
+        assert state.seen_count() <= 2 * len(toggled)  # never more than the blocks that differ
+    view = state.raw_snapshot(with_seen=True)
+    model = build_live_model(view, "live")
+    dev = model.devices[0]
+    from memtui.analysis.live import allocated_curve
+    assert int(allocated_curve(dev)[-1]) == _allocated(segments)
+    times = [e["time_us"] for e in view["device_traces"][0]]
+    assert times == sorted(times)
+    # what is saved is the record: the trace with the segments of the same read
+    assert state.raw_snapshot()["segments"] == state.traced_segments
+
+
+def test_an_expandable_segment_that_grows_is_a_map_at_its_end_not_a_second_segment():
+    raw = read_snapshot(os.path.join(os.path.dirname(SAMPLE), "expandable_segments.pickle.xz"))
+    state, table = _state_of(raw)
+    t = raw["device_traces"][0][-1]["time_us"] / 1e6
+    grown = copy.deepcopy(raw["segments"])
+    seg = next(s for s in grown if s.get("is_expandable"))
+    old = seg["total_size"]
+    seg["total_size"] = old + (2 << 20)
+    seg["blocks"].append({"address": seg["address"] + old, "size": 2 << 20, "requested_size": 2 << 20,
+                          "state": "active_allocated", "frames": []})
+    state.apply(_delta(grown, table, t + 0.5))
+    entries = state.seen[0]
+    assert [(e["action"], e["addr"], e["size"]) for e in entries] == [
+        ("segment_map", seg["address"] + old, 2 << 20), ("alloc", seg["address"] + old, 2 << 20)]
+    model = build_live_model(state.raw_snapshot(with_seen=True), "live")
+    from memtui.tui.views.device_view import build_device_view
+    view = build_device_view(model, 0)
+    final = view.replayer.state_at(view.n_events - 1)
+    starts = [int(a) for a in final.seg_addr]
+    assert len(starts) == len(set(starts))  # no address twice
+    assert int(final.reserved) == int(view.reserved[-1]) == sum(s["total_size"] for s in grown)
+
+
+def test_only_the_shown_device_s_ooms_are_announced_on_it():
+    from memtui.live.views import ooms_on
+
+    messages = [{"kind": "oom", "device": 1, "requested": 1}, {"kind": "oom", "device": 0, "requested": 2},
+                {"kind": "oom", "requested": 3}]
+    assert [m["requested"] for m in ooms_on(messages, 0)] == [2, 3]
+    assert [m["requested"] for m in ooms_on(messages, 1)] == [1, 3]

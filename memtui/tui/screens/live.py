@@ -27,7 +27,7 @@ from memtui.live import protocol as p
 from memtui.live.client import LiveClient
 from memtui.live.model import build_live_model
 from memtui.live.runtime import JobInfo
-from memtui.live.views import by_headroom, duration, live_call_sites, oom_headline, oom_lines
+from memtui.live.views import by_headroom, duration, live_call_sites, oom_headline, oom_lines, ooms_on
 from memtui.model import actions as act
 from memtui.record.files import write_snapshot
 from memtui.tui.messages import LiveModelReady, SnapshotSaved
@@ -70,8 +70,8 @@ class LiveScreen(Screen):
         self.view: DeviceView | None = None
         self._built_version = -1
         self._building = False
-        self._oom_count = 0  # OOMs in the model last diagnosed: a diagnosis is redone only for a new one
-        self._ooms_explained = 0  # oom messages received by the time of the last diagnosis
+        self._oom_key: tuple | None = None  # the OOMs last diagnosed: redone only when they change
+        self._ooms_explained = 0  # this device's OOM messages received by the time of that diagnosis
         self._oom_lines: list[str] = []
         self._last_model: LiveModelReady | None = None
 
@@ -132,20 +132,23 @@ class LiveScreen(Screen):
             curve = state.curve(self._device(), last=2 * max(self.query_one(CounterPlot).size.width, 1) + 2)
             steps = [t for _, t in state.steps]
             ooms = [float(o.get("t", 0.0)) for o in state.ooms]
-            newest_oom = state.ooms[-1] if state.ooms else None
+            mine = self._device_ooms(state.ooms)
             latest = state.latest()
             version = state.version
         limit = next((d.limit for d in (latest.devices if latest else []) if d.device == self._device()), None)
         self.query_one(CounterPlot).show(curve, steps, ooms, limit)
-        if newest_oom is not None and len(ooms) > self._ooms_explained:
+        if len(mine) > self._ooms_explained:
             # Said the moment the message comes; the diagnosis replaces it once the state at
-            # the OOM is indexed.
+            # the OOM is indexed. (OOMs of other devices show in the ranks' lines.)
             box = self.query_one("#oom", Static)
-            box.update(oom_headline(newest_oom, limit))
+            box.update(oom_headline(mine[-1], limit))
             box.display = True
         if version != self._built_version and not self._building and state.has_state:
             self._building = True
             self._build(client, version)
+
+    def _device_ooms(self, messages: list[dict]) -> list[dict]:
+        return ooms_on(messages, self._device())
 
     def _device(self) -> int:
         client = self.client
@@ -155,7 +158,7 @@ class LiveScreen(Screen):
     @work(thread=True, exclusive=True, group="live-model")
     def _build(self, client: LiveClient, version: int) -> None:
         try:
-            messages = len(client.state.ooms)  # the state read next holds at least these
+            messages = len(self._device_ooms(list(client.state.ooms)))  # the state read next holds these
             raw = client.state.raw_snapshot(with_seen=True)
             name = os.path.basename(client.job.argv[0]) if client.job.argv else "live"
             snapshot = build_live_model(raw, name)
@@ -163,29 +166,33 @@ class LiveScreen(Screen):
             known = [d.device for d in snapshot.devices]
             view = build_device_view(snapshot, known.index(device)) if device in known else None
             sites = live_call_sites(snapshot, device) if view is not None else []
-            ooms = len(view.device.oom_indices()) if view is not None else 0
+            found = view.device.oom_indices() if view is not None else []
+            # Which OOMs the trace holds: their number and the last one's time (a number alone
+            # stays the same when an old OOM leaves the ring buffer as a new one comes).
+            oom_key = (len(found), float(view.device.trace.time_us[found[-1]])) if len(found) else None
         except Exception as exc:  # a state the model refuses: say so, keep what is shown
             self.app.call_from_thread(self.status.say, f"could not index what the job sent: {exc!r}", True)
-            self.post_message(LiveModelReady(version, None, [], None))
+            self.post_message(LiveModelReady(version, None, [], None, client))
             return
         lines = None
-        if ooms and ooms != self._oom_count:
+        if oom_key is not None and oom_key != self._oom_key:
             # The diagnosis replays and weighs the whole trace: done again only when a new OOM
-            # came, on what torch recorded (not the blocks the segments were seen to change).
+            # came, on what torch recorded (the trace with the segments of the same read).
             try:
                 recorded = build_live_model(client.state.raw_snapshot(), name)
                 lines = oom_lines(recorded, device)
             except Exception as exc:  # the view stands; the headline says what is known
                 lines = [f"the OOM could not be explained from what the job sent ({exc!r})"]
-            self._oom_count = ooms
-            self._ooms_explained = messages
-        self.post_message(LiveModelReady(version, view, sites, lines))
+        self.post_message(LiveModelReady(version, view, sites, lines, client, oom_key, messages))
 
     def on_live_model_ready(self, message: LiveModelReady) -> None:
         self._building = False
+        if message.client is not self.client:
+            return  # built for the rank shown before: the next tick builds this one's
         self._built_version = message.version
         if message.oom_lines is not None:
             self._oom_lines = message.oom_lines
+            self._oom_key, self._ooms_explained = message.oom_key, message.ooms_explained
         if message.view is None:
             return
         self._last_model = message
@@ -197,7 +204,7 @@ class LiveScreen(Screen):
         self.event_log.set_view(message.view)  # the cursor goes to the newest event: the tail
         self._show_sites(message.sites)
         client = self.client
-        newer = client is not None and len(client.state.ooms) > self._ooms_explained  # its headline stays
+        newer = client is not None and len(self._device_ooms(list(client.state.ooms))) > self._ooms_explained
         if self._oom_lines and not newer:
             box = self.query_one("#oom", Static)
             box.update("\n".join(self._oom_lines[:12]))
@@ -286,7 +293,7 @@ class LiveScreen(Screen):
                 except Exception:
                     self.clients[i] = None
         self._built_version = -1
-        self._oom_count, self._oom_lines, self._ooms_explained = 0, [], 0
+        self._oom_key, self._oom_lines, self._ooms_explained = None, [], 0
         self.query_one("#oom").display = False
         self.status.say(f"showing {self.jobs[self.selected].name}")
 
