@@ -378,8 +378,8 @@ class LiveServer:
         self.stats.trace_reads += 1
         self.stats.trace_seconds += cost
         self.stats.state_seconds += state_cost
-        # Keep the trace's share of the wall time under the budget: a read that cost 20 ms
-        # waits 4 s at 0.5%; a cheap one comes every tick. Packing a whole state for a watcher
+        # Keep the trace's share of the wall time under its half of the budget: a read that
+        # cost 20 ms waits about 6.7 s at 0.3%; a cheap one comes every tick. Packing a whole state for a watcher
         # that just attached is paid once per attach, not at every read: it does not make the
         # following reads wait (on an H100 host it took seconds for 100,000 entries, which
         # would have held the next read back for many minutes).
