@@ -89,3 +89,20 @@ async def test_pause_says_so_at_once_not_at_the_next_tick(live_dir, tmp_path, mo
     finally:
         server.stop()
         await asyncio.sleep(0)
+
+
+async def test_an_oom_that_comes_while_the_view_is_paused_is_said_at_once(live_dir, tmp_path):
+    server = serve_replay(str(OOM_FILE), rate=120, interval=0.02, job="slow")  # the OOM about 6 s in
+    try:
+        app = WatchApp(list_jobs(), out_dir=str(tmp_path))
+        async with app.run_test(size=(80, 24)) as pilot:
+            assert await until(pilot, lambda: isinstance(app.screen, LiveScreen) and app.screen.client is not None)
+            live = app.screen
+            await pilot.press("p")
+            assert live.paused and not live.query_one("#oom").display
+            assert await until(pilot, lambda: bool(live.client.state.ooms), timeout=20)
+            assert await until(pilot, lambda: live.query_one("#oom").display, timeout=2)
+            assert "OUT OF MEMORY" in str(live.query_one("#oom").render())
+            assert live.paused
+    finally:
+        server.stop()

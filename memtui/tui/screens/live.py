@@ -124,7 +124,7 @@ class LiveScreen(Screen):
         client = self.client
         self._show_header()
         self._show_ranks()
-        if client is None or self.paused:
+        if client is None:
             return
         state = client.state
         with state.lock:
@@ -136,13 +136,16 @@ class LiveScreen(Screen):
             latest = state.latest()
             version = state.version
         limit = next((d.limit for d in (latest.devices if latest else []) if d.device == self._device()), None)
-        self.query_one(CounterPlot).show(curve, steps, ooms, limit)
+        if not self.paused:  # paused, the view holds still: all but an OOM, said at once anyway
+            self.query_one(CounterPlot).show(curve, steps, ooms, limit)
         if len(mine) > self._ooms_explained:
             # Said the moment the message comes; the diagnosis replaces it once the state at
             # the OOM is indexed. (OOMs of other devices show in the ranks' lines.)
             box = self.query_one("#oom", Static)
             box.update(oom_headline(mine[-1], limit))
             box.display = True
+        if self.paused:
+            return
         if version != self._built_version and not self._building and state.has_state:
             self._building = True
             self._build(client, version)
