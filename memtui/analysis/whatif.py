@@ -252,16 +252,18 @@ def smallest_cap(requests: Requests, settings: AllocatorSettings, uncapped: Outc
     lo = max(uncapped.allocated_at_peak, 0)
     if lo >= hi or fits(lo):
         return (lo if lo < hi else hi), None
+    def resolution(cap: int) -> int:  # how finely a cap is told apart
+        return max(CAP_STEP, int(cap * CAP_PRECISION))
+
     lowest = None
     while True:
-        while hi - lo > max(CAP_STEP, int(hi * CAP_PRECISION)):
+        while hi - lo > resolution(hi):
             mid = (lo + hi) // 2
             if fits(mid):
                 hi = mid
             else:
                 lo = mid
-        step = max(CAP_STEP, int(hi * CAP_PRECISION))
-        above = [cap for cap in (hi + step * k for k in range(1, ABOVE_PROBES + 1)) if cap < top]
+        above = [cap for cap in (hi + resolution(hi) * k for k in range(1, ABOVE_PROBES + 1)) if cap < top]
         failing = [cap for cap in above if not fits(cap)]
         if not failing:
             return hi, lowest

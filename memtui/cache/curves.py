@@ -61,12 +61,14 @@ def store_curves_later(cache: ModelCache | None, source, device: int, allocated:
     held back like the model's writes (until the first screen is drawn)."""
     if cache is None or cache.disabled or not isinstance(source, (str, os.PathLike)) or not len(allocated):
         return
+    if isinstance(allocated, np.memmap):
+        return  # read from where they are kept: no need to hash the snapshot's ends again for the path
     try:
         path = curves_path(cache, source, device)
     except OSError:
         return
-    if os.path.exists(path) or isinstance(allocated, np.memmap):
-        return  # kept already (the curves were read from there)
+    if os.path.exists(path):
+        return  # kept already
     cache.write_later(lambda: _write(cache, path, allocated, reserved))
 
 

@@ -293,7 +293,7 @@ class LiveServer:
         if full and now >= self._next_trace:
             self._send_trace(full)
             self._counted = self._fingerprint(devices)
-        elif full and now >= self._next_segments:
+        elif full and self._segments_alone and now >= self._next_segments:
             self._send_segments(full, devices)
         self._flush_all()
 
@@ -308,14 +308,12 @@ class LiveServer:
         the ``snapshot`` entry torch records at every read; every change of the segments moves
         a counter (an allocation moves ``allocated``, a cache change ``reserved``).
         """
-        read = getattr(self.probe, "segments", None)
         fingerprint = self._fingerprint(devices)
-        if read is None or fingerprint == self._counted or not any(w.in_sync for w in full):
+        if fingerprint == self._counted or not any(w.in_sync for w in full):
             return
         started = time.perf_counter()
-        segments = read()
+        segments = self.probe.segments()  # type: ignore[attr-defined]  # optional: see Probe
         if segments is None:  # this torch cannot read the segments alone: trace reads only
-            self._next_segments = float("inf")
             self._segments_alone = False
             return
         self._counted = fingerprint

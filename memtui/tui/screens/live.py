@@ -138,7 +138,7 @@ class LiveScreen(Screen):
         limit = next((d.limit for d in (latest.devices if latest else []) if d.device == self._device()), None)
         if not self.paused:  # paused, the view holds still: all but an OOM, said at once anyway
             self.query_one(CounterPlot).show(curve, steps, ooms, limit)
-        if len(mine) > self._ooms_explained:
+        if self._unexplained(mine):
             # Said the moment the message comes; the diagnosis replaces it once the state at
             # the OOM is indexed. (OOMs of other devices show in the ranks' lines.)
             box = self.query_one("#oom", Static)
@@ -152,6 +152,10 @@ class LiveScreen(Screen):
 
     def _device_ooms(self, messages: list[dict]) -> list[dict]:
         return ooms_on(messages, self._device())
+
+    def _unexplained(self, device_ooms: list[dict]) -> bool:
+        """Whether this device's OOM messages include one the last diagnosis did not explain."""
+        return len(device_ooms) > self._ooms_explained
 
     def _device(self) -> int:
         client = self.client
@@ -207,7 +211,7 @@ class LiveScreen(Screen):
         self.event_log.set_view(message.view)  # the cursor goes to the newest event: the tail
         self._show_sites(message.sites)
         client = self.client
-        newer = client is not None and len(self._device_ooms(list(client.state.ooms))) > self._ooms_explained
+        newer = client is not None and self._unexplained(self._device_ooms(list(client.state.ooms)))
         if self._oom_lines and not newer:
             box = self.query_one("#oom", Static)
             box.update("\n".join(self._oom_lines[:12]))
