@@ -28,6 +28,7 @@ from memtui.services import events, stack, top
 from memtui.services.info import summarize
 from memtui.services.options import check_value, checked
 from memtui.services.spec import AnalysisSpec
+from memtui.services.whatif import fits_in
 from memtui.units import format_bytes, plural
 
 Args = dict[str, Any]
@@ -180,7 +181,7 @@ def what_if(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: Prog
                      f" {fid.first_difference}; the predictions are not certain")
     for s in result.scenarios:
         runs_out = f"runs out at event {s.oom_event:,}" if s.oom_event is not None else "does not run out"
-        fits = f", fits in {format_bytes(s.min_cap_bytes)}" if s.min_cap_bytes is not None else ""
+        fits = f", fits in {fits_in(s)}" if s.min_cap_bytes is not None else ""
         lines.append(f"{s.settings or 'default'}: reserved peak {format_bytes(s.reserved_peak)}, {runs_out}{fits}")
     return bounded(lines, result.to_json(), {}, "")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memtui.analysis.whatif import ProgressFn, WhatIf, what_if
+from memtui.analysis.whatif import ProgressFn, Scenario, WhatIf, what_if
 from memtui.model import Snapshot
 from memtui.report.sections import Lines, Report
 from memtui.services.common import device_index, device_option
@@ -46,6 +46,16 @@ class WhatIfResult:
 def whatif(snapshot: Snapshot, options: WhatIfOptions, progress: ProgressFn | None = None) -> WhatIfResult:
     device = device_index(snapshot, options.device)
     return WhatIfResult(what_if(snapshot, device, options.conf, options.cap, progress))
+
+
+def fits_in(s: Scenario) -> str:
+    """The smallest memory a setting fits in, as every view words it: with the lower cap that
+    also fits where a cap between them runs out (``min_cap_lowest_bytes``)."""
+    if s.min_cap_bytes is None:
+        return "?"
+    if s.min_cap_lowest_bytes is None:
+        return format_bytes(s.min_cap_bytes)
+    return f"{format_bytes(s.min_cap_bytes)} (also {format_bytes(s.min_cap_lowest_bytes)}, not between)"
 
 
 def text_lines(w: WhatIf) -> list[str]:

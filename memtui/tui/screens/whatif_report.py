@@ -11,6 +11,7 @@ from __future__ import annotations
 from textual.widgets import DataTable
 
 from memtui.analysis.whatif import WhatIf, what_if
+from memtui.services.whatif import fits_in
 from memtui.tui.screens.analysis_base import AnalysisScreen, Row
 from memtui.tui.views.device_view import DeviceView
 from memtui.units import format_bytes
@@ -58,7 +59,7 @@ class WhatIfReportScreen(AnalysisScreen):
             if not s.passes_certain:
                 passes += " (depends on the cap)"
             cells = (f(s.reserved_peak), f"{s.oom_event:,}" if s.oom_event is not None else "-", passes,
-                     f(s.min_cap_bytes) if s.min_cap_bytes is not None else "?",
+                     fits_in(s),
                      (s.settings or "default") + (" (recorded)" if s.recorded else ""))
             rows.append((cells, None))
         return "\n".join(lines), rows

@@ -38,3 +38,15 @@ def test_where_completing_is_monotonic_there_is_no_lower_window():
     cap, lowest = smallest_cap(requests, settings, replay(requests, settings))
     assert cap is not None and lowest is None
     assert _fits(requests, settings, cap) and not _fits(requests, settings, int(cap * 0.97))
+
+
+def test_every_view_words_the_lower_cap_alike():
+    from memtui.analysis.whatif import Scenario
+    from memtui.services.whatif import fits_in
+
+    base = dict(settings="", reserved_peak=1, peak_event=0, fragmentation_at_peak=0, oom_event=None,
+                passes_recorded_oom=None, stopped_at=None, retries=0)
+    assert fits_in(Scenario(**base, min_cap_bytes=None)) == "?"
+    assert fits_in(Scenario(**base, min_cap_bytes=2 << 30)) == "2.00 GiB"
+    assert fits_in(Scenario(**base, min_cap_bytes=2 << 30, min_cap_lowest_bytes=1 << 30)) == \
+        "2.00 GiB (also 1.00 GiB, not between)"
