@@ -48,6 +48,17 @@ def _live_at_end(dev: DeviceModel) -> int:
     return int(np.count_nonzero((dev.lives.start != -1) & (dev.lives.end == -1)))
 
 
+def _time_span(time_us: np.ndarray) -> tuple[float | None, float | None]:
+    """The first and last recorded time; an entry without a time (NaN) is skipped. fmin and
+    fmax skip NaN in one pass each, where selecting the finite times first copies the column."""
+    if not len(time_us):
+        return None, None
+    first, last = float(np.fmin.reduce(time_us)), float(np.fmax.reduce(time_us))
+    if not (np.isfinite(first) and np.isfinite(last)):  # no entry has a time
+        return None, None
+    return first, last
+
+
 def _pools(dev: DeviceModel) -> list[dict[str, Any]]:
     """Each memory pool of the device's segments: torch's id, its name, segments, bytes."""
     segs = dev.segments
@@ -69,7 +80,7 @@ def summarize(snapshot: Snapshot) -> dict[str, Any]:
         trace = dev.trace
         states = {name: 0 for name in BLOCK_STATES}
         states.update(dev.blocks.state_counts())
-        times = trace.time_us[np.isfinite(trace.time_us)] if len(trace) else trace.time_us
+        first_time, last_time = _time_span(trace.time_us)
         ooms = [
             {"index": int(i), "size": int(trace.size[i]), "device_free": int(trace.device_free[i])}
             for i in dev.oom_indices()
@@ -91,8 +102,8 @@ def summarize(snapshot: Snapshot) -> dict[str, Any]:
                 "entries": len(trace),
                 "actions": dev.action_counts(snapshot.actions.names),
                 "ooms": ooms,
-                "first_time_us": float(times.min()) if len(times) else None,
-                "last_time_us": float(times.max()) if len(times) else None,
+                "first_time_us": first_time,
+                "last_time_us": last_time,
                 "allocations": int(len(dev.lives)),
                 "live_at_end": _live_at_end(dev),
             },
