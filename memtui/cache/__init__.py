@@ -5,7 +5,8 @@ snapshot. A snapshot's key is its size, its modification time and a hash of its 
 and last MiB, together with the cache format and the model's schema: any change to the
 file or to memtui's model gives a new key, so a stale entry is simply never found. A
 file that fails verification is deleted and the snapshot is decoded again. Writes are
-atomic (temporary file, fsync, rename), so two memtui processes can share the folder.
+atomic (temporary file, then rename; no fsync: see fileformat), so two memtui processes
+can share the folder.
 A folder that cannot be written turns the cache off for that run, with one warning line.
 """
 
@@ -188,7 +189,7 @@ class ModelCache:
     def abandon(self, wait_s: float = ABANDON_WAIT_S) -> None:
         """Stop the background writes, leaving no temporary file behind: the process is
         ending on a signal. Each writer stops at its next piece and removes its file; one
-        still busy after ``wait_s`` (an fsync on a slow disk) has its file removed here,
+        still busy after ``wait_s`` (a write to a slow disk) has its file removed here,
         so what it writes afterwards goes nowhere."""
         self._abandoned.set()
         with self._lock:

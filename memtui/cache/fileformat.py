@@ -6,11 +6,13 @@ Layout::
     metadata: a pickle of plain values only (read with every global refused)
     arrays: raw little-endian data, each at a 4 KiB boundary
 
-The metadata lists each array's name, dtype, shape, offset and the crc32 of its bytes and
-padding. Reading checks all of it, every byte of data included, before a single array is
-handed out: a cache file is never trusted. Arrays are views of a private (copy-on-write)
-memory map, so a warm open costs page faults, not reads, and nothing can write back into
-the file.
+The metadata lists each array's name, dtype, shape and offset, and the crc32 of each 8 MiB
+piece of its bytes and padding; an integer array whose every value is the same (a column no
+entry of the trace sets) is listed with that value and takes no bytes. Reading checks all of
+it, every byte of data included, before a single array is handed out: a cache file is
+never trusted. The pieces are checked on every core the process may use. Arrays are views
+of a private (copy-on-write) memory map, so a warm open costs page faults, not reads, and
+nothing can write back into the file.
 """
 
 from __future__ import annotations
@@ -32,10 +34,13 @@ from memtui.load.safe_pickle import RestrictedUnpickler
 from memtui.load.source import NotRegularFile, open_regular_file
 
 MAGIC = b"MEMTUI\x00C"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 _HEADER = struct.Struct("<8sIQIQ")
 _ALIGN = 4096
 _PIECE = 8 << 20  # a write stops within one piece of being asked to
+CRC_PIECE = 8 << 20  # one crc32 per piece of an array, so that many cores can check one array
+_FILL_FROM = 64 << 10  # a constant integer array from this size is stored as its value
+FILL_RATIO = 8  # the arrays given by their value take at most this many times the file's size
 
 
 class CorruptCache(Exception):
@@ -48,20 +53,35 @@ class WriteStopped(Exception):
 
 def write_cache_file(path: str, arrays: dict[str, np.ndarray], meta: dict,
                      stop: Callable[[], bool] = lambda: False) -> None:
-    """Write atomically: a temporary file in the same folder, fsync, then rename over ``path``.
+    """Write atomically: a temporary file in the same folder, then rename over ``path``.
 
-    ``stop`` is asked between pieces of data: when it says so, the temporary file is
-    removed and :class:`WriteStopped` raised (the process is ending on a signal).
+    No fsync: every byte is checked when the file is read, so a file cut short or left
+    stale by a crash is rebuilt, never trusted; syncing half a gigabyte would cost every
+    first open about half a second more. ``stop`` is asked between pieces of data: when it
+    says so, the temporary file is removed and :class:`WriteStopped` raised (the process is
+    ending on a signal).
     """
-    table = []
+    arrays = {name: np.ascontiguousarray(array) for name, array in arrays.items()}
+    fills = {name: _fill_value(array) for name, array in arrays.items()}
+    stored_bytes = sum(_aligned(array.nbytes) for name, array in arrays.items() if fills[name] is None)
+    table: list[dict] = []
+    stored: list[np.ndarray] = []
     offset = 0
     for name, array in arrays.items():
-        array = np.ascontiguousarray(array)
-        arrays[name] = array
-        padding = _aligned(array.nbytes) - array.nbytes
+        fill = fills[name]
+        if fill is not None and array.nbytes <= FILL_RATIO * stored_bytes:  # the reader's bound
+            table.append({"name": name, "dtype": array.dtype.str, "shape": array.shape, "fill": fill})
+            continue
         table.append({"name": name, "dtype": array.dtype.str, "shape": array.shape, "offset": offset,
-                      "nbytes": array.nbytes, "crc": zlib.crc32(bytes(padding), zlib.crc32(array))})
-        offset += array.nbytes + padding
+                      "nbytes": array.nbytes})
+        stored.append(array)
+        offset += _aligned(array.nbytes)
+    data = [memoryview(array).cast("B") if array.nbytes else memoryview(b"") for array in stored]
+    with _crc_pool() as pool:
+        crcs = list(pool.map(_piece_crcs, data))
+    entries = [entry for entry in table if "fill" not in entry]
+    for entry, piece_crcs in zip(entries, crcs):
+        entry["crcs"] = piece_crcs
     meta = dict(meta, arrays=table, data_length=offset)
     meta_bytes = pickle.dumps(meta, protocol=4)
     data_start = _aligned(_HEADER.size + len(meta_bytes))
@@ -74,17 +94,15 @@ def write_cache_file(path: str, arrays: dict[str, np.ndarray], meta: dict,
             out.write(header)
             out.write(meta_bytes)
             out.write(bytes(data_start - _HEADER.size - len(meta_bytes)))
-            for entry in table:
-                data = memoryview(arrays[entry["name"]]).cast("B")
-                for start in range(0, len(data), _PIECE):
+            for view in data:
+                for start in range(0, len(view), _PIECE):
                     if stop():
                         raise WriteStopped(path)
-                    out.write(data[start:start + _PIECE])
-                out.write(bytes(_aligned(entry["nbytes"]) - entry["nbytes"]))
+                    out.write(view[start:start + _PIECE])
+                out.write(bytes(_aligned(len(view)) - len(view)))
             out.flush()
-            if stop():  # before the fsync, the one step that can take seconds
+            if stop():
                 raise WriteStopped(path)
-            os.fsync(out.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -94,6 +112,34 @@ def write_cache_file(path: str, arrays: dict[str, np.ndarray], meta: dict,
         raise
     finally:
         temp_file_done(tmp)
+
+
+def _fill_value(array: np.ndarray) -> int | None:
+    """The one value of a large integer array that holds nothing else, else None."""
+    if array.dtype.kind not in "biu" or array.nbytes < _FILL_FROM:
+        return None
+    first = array.flat[0]
+    return int(first) if bool((array == first).all()) else None
+
+
+def _piece_crcs(data: memoryview) -> list[int]:
+    """crc32 of each CRC_PIECE of an array's bytes followed by its padding to the page."""
+    padded_end = _aligned(len(data))
+    crcs = []
+    for start in range(0, max(padded_end, 1), CRC_PIECE):
+        end = min(start + CRC_PIECE, padded_end)
+        crc = zlib.crc32(data[start:min(end, len(data))])
+        crcs.append(zlib.crc32(bytes(max(0, end - max(start, len(data)))), crc))
+    return crcs
+
+
+def _crc_pool() -> ThreadPoolExecutor:
+    """Threads on the cores this process may run on (crc32 lets go of the GIL)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return ThreadPoolExecutor(max_workers=max(1, min(cores, 32)))
 
 
 def read_cache_file(path: str) -> tuple[dict[str, np.ndarray], dict]:
@@ -126,33 +172,46 @@ def read_cache_file(path: str) -> tuple[dict[str, np.ndarray], dict]:
         if not isinstance(meta, dict) or data_start + meta.get("data_length", -1) != size:
             raise CorruptCache("data length")
         mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
-    # Every byte after the metadata, padding included, is checked before anything is used;
-    # the arrays on two threads at once (crc32 lets go of the GIL).
+    # Every byte after the metadata, padding included, is checked before anything is used.
     if any(mapped[_HEADER.size + meta_len:data_start]):
         raise CorruptCache("bytes between the metadata and the data")
     arrays = {}
+    pieces: list[tuple[int, int, int, str]] = []  # (start, end, crc, array name)
+    extents = []
     try:
-        spans = []
         for entry in meta["arrays"]:
-            dtype = np.dtype(entry["dtype"])
-            count = int(np.prod(entry["shape"], dtype=np.int64))
+            name, dtype, shape = entry["name"], np.dtype(entry["dtype"]), tuple(entry["shape"])
+            count = int(np.prod(shape, dtype=np.int64))
+            if dtype.hasobject or count < 0:
+                raise CorruptCache(f"array {name} does not fit")
+            if "fill" in entry:
+                fill = entry["fill"]
+                # bounded by the file's size, so a lying table cannot make the reader allocate much
+                if dtype.kind not in "biu" or not isinstance(fill, int) or count * dtype.itemsize > FILL_RATIO * size:
+                    raise CorruptCache(f"array {name} does not fit")
+                arrays[name] = np.full(shape, fill, dtype)  # OverflowError for a value the type cannot hold
+                continue
             start = data_start + entry["offset"]
             end = start + _aligned(entry["nbytes"])
-            if dtype.hasobject or count * dtype.itemsize != entry["nbytes"] or end > size:
-                raise CorruptCache(f"array {entry['name']} does not fit")
-            arrays[entry["name"]] = np.frombuffer(mapped, dtype, count, start).reshape(entry["shape"])
-            spans.append((start, end, entry["crc"], entry["name"]))
-    except (KeyError, TypeError, ValueError) as exc:
+            crcs = entry["crcs"]
+            if count * dtype.itemsize != entry["nbytes"] or start < data_start or end > size \
+                    or len(crcs) != max(1, -(-(end - start) // CRC_PIECE)):
+                raise CorruptCache(f"array {name} does not fit")
+            arrays[name] = np.frombuffer(mapped, dtype, count, start).reshape(shape)
+            extents.append((start, end))
+            pieces += [(at, min(at + CRC_PIECE, end), crc, name) for at, crc in zip(range(start, end, CRC_PIECE), crcs)]
+            if start == end:
+                pieces.append((start, end, crcs[0], name))
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise CorruptCache(f"array table ({type(exc).__name__})") from None
     view = memoryview(mapped)
-    spans.sort(key=lambda span: span[0] - span[1])  # largest first, for an even split
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        crcs = list(pool.map(lambda span: zlib.crc32(view[span[0]:span[1]]), spans))
-    for (_, _, expected, name), got in zip(spans, crcs):
-        if got != expected:
+    with _crc_pool() as pool:
+        got = list(pool.map(lambda piece: zlib.crc32(view[piece[0]:piece[1]]), pieces))
+    for (_, _, expected, name), crc in zip(pieces, got):
+        if crc != expected:
             raise CorruptCache(f"array {name} checksum")
     position = data_start
-    for start, end, _, _ in sorted(spans):
+    for start, end in sorted(extents):
         if start != position:
             raise CorruptCache("arrays overlap or leave a gap")
         position = end

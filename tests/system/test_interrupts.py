@@ -25,10 +25,28 @@ from tests.conftest import ROOT
 from tests.fixtures.interrupt_runs import default_signals, measure_duration, run_once
 from tests.fixtures.tiny_snapshot import write_tiny_snapshot
 
-# The cache write stalls in its fsync (a slow disk), or crawls through its pieces.
-STALLED_FSYNC = """
-import os, sys, time
-os.fsync = lambda fd: time.sleep(120)
+# The cache write stalls in one write (a slow disk), or crawls through its pieces.
+STALLED_WRITE = """
+import sys, time
+import memtui.cache.fileformat as fileformat
+real_write = fileformat.os.fdopen
+
+class Stalls:
+    def __init__(self, fh):
+        self.fh, self.calls = fh, 0
+    def write(self, data):
+        self.calls += 1
+        if self.calls == 3:  # past the header and the metadata: the data blocks
+            time.sleep(120)
+        return self.fh.write(data)
+    def __getattr__(self, name):
+        return getattr(self.fh, name)
+    def __enter__(self):
+        return self
+    def __exit__(self, *exc):
+        return self.fh.__exit__(*exc)
+
+fileformat.os.fdopen = lambda fd, mode: Stalls(real_write(fd, mode))
 from memtui.cli import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -62,8 +80,8 @@ def partial_files(folder: Path) -> list[Path]:
 
 
 @pytest.mark.parametrize("script, signame",
-                         [(STALLED_FSYNC, "SIGINT"), (SLOW_PIECES, "SIGTERM"), (SLOW_PIECES, "SIGHUP")],
-                         ids=["fsync-stalls-SIGINT", "slow-pieces-SIGTERM", "slow-pieces-SIGHUP"])
+                         [(STALLED_WRITE, "SIGINT"), (SLOW_PIECES, "SIGTERM"), (SLOW_PIECES, "SIGHUP")],
+                         ids=["write-stalls-SIGINT", "slow-pieces-SIGTERM", "slow-pieces-SIGHUP"])
 def test_a_signal_during_the_cache_write_ends_in_one_line(tmp_path, script, signame):
     snapshot = write_tiny_snapshot(tmp_path)
     cache_dir = tmp_path / "cache"

@@ -3,7 +3,7 @@
 A process killed with SIGKILL cannot clean up, so its temporary file stays behind; the
 next memtui that writes into (or opens a cache in) that folder removes it, because the
 process named in it is gone. To kill at a known point, the process under test runs the
-real command with its writes slowed down (the export) or its fsync stalled (the cache);
+real command with its writes slowed down (the export) or its rename stalled (the cache);
 the slow test at the end kills a real export of the million-event file, unpatched.
 """
 
@@ -55,9 +55,9 @@ from memtui.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 
-STALLED_FSYNC = """
+STALLED_RENAME = """
 import os, sys, time
-os.fsync = lambda fd: time.sleep(120)  # killed here: the temporary file is written, not yet renamed
+os.replace = lambda *names: time.sleep(120)  # killed here: the temporary file is written, not yet renamed
 from memtui.cli import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -120,7 +120,7 @@ def test_kill_during_an_export(tmp_path, old_target):
 def test_kill_during_a_cache_write(tmp_path):
     snapshot = write_tiny_snapshot(tmp_path)
     cache_dir = tmp_path / "cache"
-    info = start(STALLED_FSYNC, "info", "--cache-dir", str(cache_dir), str(snapshot))
+    info = start(STALLED_RENAME, "info", "--cache-dir", str(cache_dir), str(snapshot))
     folder = Path(ModelCache(str(cache_dir)).folder)
     kill_when(info, lambda: folder.is_dir() and bool(temp_files(folder)))
     assert not list(folder.glob("*.mtc"))  # no cache entry, partial or whole

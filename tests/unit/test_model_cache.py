@@ -7,6 +7,7 @@ import random
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from memtui import cli
@@ -217,3 +218,48 @@ def test_a_cache_file_whose_metadata_lies_is_refused_at_once(tmp_path):
     with pytest.raises(CorruptCache, match="metadata unreadable"):
         read_cache_file(str(path))
     assert time.monotonic() - start < 2
+
+
+def test_constant_arrays_are_stored_as_their_value_and_read_back_whole(tmp_path):
+    from memtui.cache import fileformat
+
+    arrays = {"same": np.full(200_000, -1, np.int8), "varied": np.arange(200_000, dtype=np.int64),
+              "small_same": np.zeros(10, np.int32), "times": np.full(200_000, 1.5)}
+    path = str(tmp_path / "entry.mtc")
+    fileformat.write_cache_file(path, dict(arrays), {})
+    assert os.path.getsize(path) < 200_000 * 8 + 200_000 * 8 + (64 << 10)  # "same" took no bytes
+    read, meta = fileformat.read_cache_file(path)
+    assert [e["name"] for e in meta["arrays"] if "fill" in e] == ["same"]
+    for name, array in arrays.items():
+        assert read[name].dtype == array.dtype and np.array_equal(read[name], array)
+    read["same"][0] = 3  # a writable copy, as every cached column
+    assert read["same"][0] == 3
+
+
+def test_a_damaged_piece_in_the_middle_of_a_long_array_is_found(tmp_path, monkeypatch):
+    from memtui.cache import fileformat
+
+    monkeypatch.setattr(fileformat, "CRC_PIECE", 1 << 16)
+    path = tmp_path / "entry.mtc"
+    fileformat.write_cache_file(str(path), {"long": np.arange(100_000, dtype=np.int64)}, {})
+    data = bytearray(path.read_bytes())
+    data[-300_000] ^= 1  # several pieces from either end
+    path.write_bytes(bytes(data))
+    with pytest.raises(fileformat.CorruptCache, match="long checksum"):
+        fileformat.read_cache_file(str(path))
+
+
+def test_a_stored_value_standing_for_more_than_the_file_can_is_refused(tmp_path):
+    import pickle
+    import zlib
+
+    from memtui.cache import fileformat
+
+    meta = pickle.dumps({"arrays": [{"name": "huge", "dtype": "|i1", "shape": (1 << 40,), "fill": 0}],
+                         "data_length": 0}, protocol=4)
+    start = fileformat._aligned(fileformat._HEADER.size + len(meta))
+    path = tmp_path / "entry.mtc"
+    path.write_bytes(fileformat._HEADER.pack(fileformat.MAGIC, fileformat.FORMAT_VERSION, len(meta), zlib.crc32(meta),
+                                             start) + meta + bytes(start - fileformat._HEADER.size - len(meta)))
+    with pytest.raises(fileformat.CorruptCache, match="huge does not fit"):
+        fileformat.read_cache_file(str(path))
