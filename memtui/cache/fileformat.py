@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from memtui.atomic import make_temp_file, temp_file_done
+from memtui.cores import usable_cores
 from memtui.load.opcode_check import OpcodeCheck
 from memtui.load.safe_pickle import RestrictedUnpickler
 from memtui.load.source import NotRegularFile, open_regular_file
@@ -135,11 +136,7 @@ def _piece_crcs(data: memoryview) -> list[int]:
 
 def _crc_pool() -> ThreadPoolExecutor:
     """Threads on the cores this process may run on (crc32 lets go of the GIL)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return ThreadPoolExecutor(max_workers=max(1, min(cores, 32)))
+    return ThreadPoolExecutor(max_workers=min(usable_cores(), 32))
 
 
 def read_cache_file(path: str) -> tuple[dict[str, np.ndarray], dict]:

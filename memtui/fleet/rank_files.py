@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable, Iterable
 
 from memtui.analysis.ranks import rank_from_name
+from memtui.cores import usable_cores
 from memtui.errors import UsageError
 from memtui.fleet.collect import collect_summaries
 from memtui.fleet.runners import local_runner
@@ -49,7 +50,7 @@ def _rank_order(path: str) -> tuple:
 
 
 def default_workers() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    return usable_cores()
 
 
 def summarize_files(paths: list[str], workers: int | None = None, depth: int = 1,

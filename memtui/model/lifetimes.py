@@ -32,6 +32,9 @@ _native: Any = _compiled  # the compiled module has no type stubs
 NONE = -1
 # The compiled pairing is used when it is there (tests and MEMTUI_NO_NATIVE=1 turn it off).
 use_native = _native is not None and not os.environ.get("MEMTUI_NO_NATIVE")
+# From this many events the compiled pairing splits the addresses between threads, one per
+# core (tests lower it so small files take the threaded path too).
+THREADS_FROM = 1 << 20
 
 
 @dataclass
@@ -91,9 +94,12 @@ def compute_lifetimes(
     start_codes: tuple[int, ...],
     request_codes: tuple[int, ...],
     end_codes: tuple[int, ...],
+    threads: int = 1,
 ) -> Lifetimes:
+    """``threads``: how many the compiled pairing may use on a long trace."""
     if use_native and addr.dtype == np.int64 and len(action) < 2**31 - 1:
-        lives = _native_lifetimes(action, addr, size, start_codes, request_codes, end_codes)
+        threads = threads if len(action) >= THREADS_FROM else 1
+        lives = _native_lifetimes(action, addr, size, start_codes, request_codes, end_codes, threads)
     else:
         lives = numpy_lifetimes(action, addr, size, start_codes, request_codes, end_codes)
     return _narrow(lives, len(action))
@@ -110,9 +116,9 @@ def _narrow(lives: Lifetimes, n: int) -> Lifetimes:
 
 
 def _native_lifetimes(action: np.ndarray, addr: np.ndarray, size: np.ndarray, start_codes: tuple[int, ...],
-                      request_codes: tuple[int, ...], end_codes: tuple[int, ...]) -> Lifetimes:
+                      request_codes: tuple[int, ...], end_codes: tuple[int, ...], threads: int = 1) -> Lifetimes:
     parts = _native.lifetimes(np.ascontiguousarray(action), np.ascontiguousarray(addr), np.ascontiguousarray(size),
-                              tuple(start_codes), tuple(request_codes), tuple(end_codes))
+                              tuple(start_codes), tuple(request_codes), tuple(end_codes), threads)
     dtypes = (np.int64, np.int32, np.int32, np.int32, np.int32, np.int64, np.int32, np.int32)
     a, version, start, request, end, life_size, event_version, event_life = (
         np.frombuffer(part, dtype) for part, dtype in zip(parts, dtypes))

@@ -53,7 +53,7 @@ static int radix_sort(AddrId *items, Py_ssize_t n)
 {
     AddrId *tmp = malloc((size_t)(n ? n : 1) * sizeof(AddrId));
     Py_ssize_t *counts = malloc(65536 * sizeof(Py_ssize_t));
-    if (!tmp || !counts) { free(tmp); free(counts); PyErr_NoMemory(); return -1; }
+    if (!tmp || !counts) { free(tmp); free(counts); return -1; }
     AddrId *src = items, *dst = tmp;
     for (int shift = 0; shift < 64; shift += 16) {
         memset(counts, 0, 65536 * sizeof(Py_ssize_t));
@@ -92,45 +92,44 @@ static int roles_from(PyObject *codes, uint8_t *roles, int bit)
     return 0;
 }
 
-PyObject *native_lifetimes(PyObject *self, PyObject *args)
+/* What pair_lives hands back: per life, and per event. */
+typedef struct {
+    Py_ssize_t lives;
+    int64_t *life_addr, *life_size;
+    int32_t *version, *start, *request, *end;  /* trace indices: n < 2**31 */
+    int32_t *event_version, *event_life;
+} Lives;
+
+enum { PAIR_OK = 0, PAIR_NO_MEMORY = -1, PAIR_TOO_MANY = -2 };
+
+static void lives_free(Lives *o)
 {
-    (void)self;
-    Py_buffer ab = {0}, rb = {0}, sb = {0};
-    PyObject *ao, *ro, *so, *start_codes, *request_codes, *end_codes, *result = NULL;
-    if (!PyArg_ParseTuple(args, "OOOOOO", &ao, &ro, &so, &start_codes, &request_codes, &end_codes)) return NULL;
-    int flags = PyBUF_FORMAT | PyBUF_C_CONTIGUOUS;
-    if (PyObject_GetBuffer(ao, &ab, flags) < 0) return NULL;
-    if (PyObject_GetBuffer(ro, &rb, flags) < 0) { PyBuffer_Release(&ab); return NULL; }
-    if (PyObject_GetBuffer(so, &sb, flags) < 0) { PyBuffer_Release(&ab); PyBuffer_Release(&rb); return NULL; }
-    IntView action, addr, size;
-    uint8_t *roles = NULL;
-    int32_t *ids = NULL, *rank = NULL, *event_version = NULL, *event_life = NULL;
-    int32_t *version = NULL;
-    int64_t *life_addr = NULL, *life_size = NULL;
-    int32_t *start = NULL, *request = NULL, *end = NULL;  /* trace indices: n < 2**31 */
+    free(o->life_addr); free(o->life_size); free(o->version); free(o->start); free(o->request); free(o->end);
+    free(o->event_version); free(o->event_life);
+    memset(o, 0, sizeof(*o));
+}
+
+/* The pairing itself; no Python call in here, so it runs without the GIL (the block lives
+ * and the segment lives of a trace are computed at once, on two threads). */
+static int pair_lives(const IntView *action_v, const IntView *addr_v, const IntView *size_v, const uint8_t *roles,
+                      Lives *o)
+{
+    const IntView action = *action_v, addr = *addr_v, size = *size_v;
+    Py_ssize_t n = action.n;
+    int err = PAIR_NO_MEMORY;
+    int32_t *ids = NULL, *rank = NULL;
     AddrId *distinct = NULL;
     Map64 map = {0};
-    if (int_view(&ab, &action, "action") || int_view(&rb, &addr, "addr") || int_view(&sb, &size, "size")) goto done;
-    if (addr.width != 8 || !addr.is_signed || addr.n != action.n || size.n != action.n) {
-        PyErr_SetString(PyExc_TypeError, "int64 addresses, and columns of one length, are needed");
-        goto done;
-    }
-    Py_ssize_t n = action.n;
-    if (n >= INT32_MAX) { PyErr_SetString(PyExc_OverflowError, "too many events"); goto done; }
-    roles = calloc(65536, 1);
-    if (!roles) { PyErr_NoMemory(); goto done; }
-    if (roles_from(start_codes, roles, 1) || roles_from(request_codes, roles, 2) || roles_from(end_codes, roles, 4))
-        goto done;
+    Vec ends = {0}, lives_at = {0};  /* int32 per address id */
 
     /* In event order: each event's address id (dense, from a hash map) and version (the
      * ends before it at its address). An address's versions run 0..V without a gap (each
      * event's is its predecessor's or one more), so its lives are V + 1 and a life's index
      * is its address's first life plus its version, once addresses are in order. */
-    event_version = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
-    event_life = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    int32_t *event_version = o->event_version = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    int32_t *event_life = o->event_life = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
     ids = malloc((size_t)(n ? n : 1) * sizeof(int32_t));  /* address id per event, -1 when not a life event */
-    if (!event_version || !event_life || !ids) { PyErr_NoMemory(); goto done; }
-    Vec ends = {0}, lives_at = {0};  /* int32 per address id */
+    if (!event_version || !event_life || !ids) goto done;
     Py_ssize_t u = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         event_version[i] = event_life[i] = -1;
@@ -140,11 +139,8 @@ PyObject *native_lifetimes(PyObject *self, PyObject *args)
         int32_t id = map64_get(&map, key, -1);
         if (id < 0) {
             id = (int32_t)u++;
-            if (map64_put(&map, key, id) < 0 || VEC_PUSH(&ends, int32_t, 0) || VEC_PUSH(&lives_at, int32_t, 0)) {
-                vec_free(&ends);
-                vec_free(&lives_at);
+            if (map64_put(&map, key, id) < 0 || VEC_PUSH(&ends, int32_t, 0) || VEC_PUSH(&lives_at, int32_t, 0))
                 goto done;
-            }
         }
         ids[i] = id;
         int32_t v = VEC_AT(&ends, int32_t, id);
@@ -156,28 +152,27 @@ PyObject *native_lifetimes(PyObject *self, PyObject *args)
     /* addresses in order; the first life of each */
     distinct = malloc((size_t)(u ? u : 1) * sizeof(AddrId));
     rank = malloc((size_t)(u ? u : 1) * sizeof(int32_t));  /* then: first life of each address id */
-    if (!distinct || !rank) { vec_free(&lives_at); PyErr_NoMemory(); goto done; }
+    if (!distinct || !rank) goto done;
     for (Py_ssize_t j = 0; j < map.cap; j++) {
         if (map.values[j] == INT32_MIN) continue;
         distinct[map.values[j]] = (AddrId){(int64_t)map.keys[j], map.values[j]};
     }
     map64_free(&map);
-    if (radix_sort(distinct, u) < 0) { vec_free(&lives_at); goto done; }
+    if (radix_sort(distinct, u) < 0) goto done;
     int64_t total = 0;
     for (Py_ssize_t r = 0; r < u; r++) {
         rank[distinct[r].id] = (int32_t)total;
         total += VEC_AT(&lives_at, int32_t, distinct[r].id);
     }
-    vec_free(&lives_at);
-    if (total >= INT32_MAX) { PyErr_SetString(PyExc_OverflowError, "too many lives"); goto done; }
+    if (total >= INT32_MAX) { err = PAIR_TOO_MANY; goto done; }
     Py_ssize_t lives = (Py_ssize_t)total, cap = lives ? lives : 1;
-    life_addr = malloc((size_t)cap * sizeof(int64_t));
-    version = malloc((size_t)cap * sizeof(int32_t));
-    start = malloc((size_t)cap * sizeof(int32_t));
-    request = malloc((size_t)cap * sizeof(int32_t));
-    end = malloc((size_t)cap * sizeof(int32_t));
-    life_size = malloc((size_t)cap * sizeof(int64_t));
-    if (!life_addr || !version || !start || !request || !end || !life_size) { PyErr_NoMemory(); goto done; }
+    int64_t *life_addr = o->life_addr = malloc((size_t)cap * sizeof(int64_t));
+    int32_t *version = o->version = malloc((size_t)cap * sizeof(int32_t));
+    int32_t *start = o->start = malloc((size_t)cap * sizeof(int32_t));
+    int32_t *request = o->request = malloc((size_t)cap * sizeof(int32_t));
+    int32_t *end = o->end = malloc((size_t)cap * sizeof(int32_t));
+    int64_t *life_size = o->life_size = malloc((size_t)cap * sizeof(int64_t));
+    if (!life_addr || !version || !start || !request || !end || !life_size) goto done;
     for (Py_ssize_t l = 0; l < lives; l++) version[l] = start[l] = request[l] = end[l] = -1;
     /* In event order again: the first event of a life gives its address and size (a start's
      * size wins), and the first event of each role its start, request and end. */
@@ -195,27 +190,272 @@ PyObject *native_lifetimes(PyObject *self, PyObject *args)
         if ((role & 2) && request[l] < 0) request[l] = (int32_t)i;
         if ((role & 4) && end[l] < 0) end[l] = (int32_t)i;
     }
-    Py_ssize_t L = lives;
+    o->lives = lives;
+    err = PAIR_OK;
+done:
+    vec_free(&ends);
+    vec_free(&lives_at);
+    map64_free(&map);
+    free(ids); free(rank); free(distinct);
+    if (err != PAIR_OK) lives_free(o);
+    return err;
+}
+
+/* ---- the same on several threads ------------------------------------------------------------
+ *
+ * Addresses are cut into ranges, one per thread, at quantiles of a sample; each thread pairs
+ * the events of its range as pair_lives does (its own hash map, its own sort). Every address
+ * of a range sorts before every address of the next, so a life's index is its range's first
+ * life plus its index within the range: the same numbering, array for array. */
+
+enum { NO_PART = 255, MAX_PARTS = 64, SAMPLE = 1 << 16 };
+
+typedef struct PairJob PairJob;
+typedef struct {
+    IntView action, addr, size;
+    const uint8_t *roles;
+    Py_ssize_t n;
+    uint8_t *part;            /* per event: its range, or NO_PART */
+    int32_t *ids;             /* per event: its address's id within its range */
+    int64_t splits[MAX_PARTS];  /* range p holds the addresses a with splits[p-1] <= a < splits[p] */
+    int parts;
+    Lives *o;
+} PairShared;
+
+struct PairJob {
+    PairShared *sh;
+    int p;
+    Py_ssize_t lo, hi;        /* the events this job marks in the first step */
+    Map64 map;
+    Vec ends, lives_at;
+    AddrId *distinct;
+    int32_t *rank;
+    Py_ssize_t u;
+    int64_t total, first_life;
+    int err;
+};
+
+static inline int part_of(const PairShared *sh, int64_t a)
+{
+    int lo = 0, hi = sh->parts - 1;  /* the first split above a */
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (a < sh->splits[mid]) hi = mid; else lo = mid + 1;
+    }
+    return lo;
+}
+
+/* step 1, by event stripes: each event's range */
+static void *mark_parts(void *arg)
+{
+    PairJob *j = arg;
+    PairShared *sh = j->sh;
+    for (Py_ssize_t i = j->lo; i < j->hi; i++) {
+        sh->o->event_version[i] = sh->o->event_life[i] = -1;
+        int64_t code = view_get(&sh->action, i);
+        sh->part[i] = (code < -32768 || code >= 32768 || !sh->roles[code + 32768])
+                          ? NO_PART : (uint8_t)part_of(sh, view_get(&sh->addr, i));
+    }
+    return NULL;
+}
+
+/* step 2, by range: versions, ids and the range's lives in address order */
+static void *number_range(void *arg)
+{
+    PairJob *j = arg;
+    PairShared *sh = j->sh;
+    const uint8_t p = (uint8_t)j->p;
+    j->err = PAIR_NO_MEMORY;
+    for (Py_ssize_t i = 0; i < sh->n; i++) {
+        if (sh->part[i] != p) continue;
+        uint64_t key = (uint64_t)view_get(&sh->addr, i);
+        int32_t id = map64_get(&j->map, key, -1);
+        if (id < 0) {
+            id = (int32_t)j->u++;
+            if (map64_put(&j->map, key, id) < 0 || VEC_PUSH(&j->ends, int32_t, 0) || VEC_PUSH(&j->lives_at, int32_t, 0))
+                return NULL;
+        }
+        sh->ids[i] = id;
+        int32_t v = VEC_AT(&j->ends, int32_t, id);
+        sh->o->event_version[i] = v;
+        if (v >= VEC_AT(&j->lives_at, int32_t, id)) VEC_AT(&j->lives_at, int32_t, id) = v + 1;
+        if (sh->roles[view_get(&sh->action, i) + 32768] & 4) VEC_AT(&j->ends, int32_t, id)++;
+    }
+    vec_free(&j->ends);
+    j->distinct = malloc((size_t)(j->u ? j->u : 1) * sizeof(AddrId));
+    j->rank = malloc((size_t)(j->u ? j->u : 1) * sizeof(int32_t));
+    if (!j->distinct || !j->rank) return NULL;
+    for (Py_ssize_t k = 0; k < j->map.cap; k++) {
+        if (j->map.values[k] == INT32_MIN) continue;
+        j->distinct[j->map.values[k]] = (AddrId){(int64_t)j->map.keys[k], j->map.values[k]};
+    }
+    map64_free(&j->map);
+    if (radix_sort(j->distinct, j->u) < 0) return NULL;
+    int64_t total = 0;
+    for (Py_ssize_t r = 0; r < j->u; r++) {
+        j->rank[j->distinct[r].id] = (int32_t)(total < INT32_MAX ? total : INT32_MAX);
+        total += VEC_AT(&j->lives_at, int32_t, j->distinct[r].id);
+    }
+    vec_free(&j->lives_at);
+    j->total = total;
+    j->err = PAIR_OK;
+    return NULL;
+}
+
+/* step 3, by range: each event's life, and each life's fields */
+static void *fill_range(void *arg)
+{
+    PairJob *j = arg;
+    PairShared *sh = j->sh;
+    Lives *o = sh->o;
+    const uint8_t p = (uint8_t)j->p;
+    for (Py_ssize_t i = 0; i < sh->n; i++) {
+        if (sh->part[i] != p) continue;
+        int32_t v = o->event_version[i], l = (int32_t)(j->first_life + j->rank[sh->ids[i]] + v);
+        uint8_t role = sh->roles[view_get(&sh->action, i) + 32768];
+        o->event_life[i] = l;
+        if (o->version[l] < 0) {
+            o->version[l] = v;
+            o->life_addr[l] = view_get(&sh->addr, i);
+            o->life_size[l] = view_get(&sh->size, i);
+        }
+        if ((role & 1) && o->start[l] < 0) { o->start[l] = (int32_t)i; o->life_size[l] = view_get(&sh->size, i); }
+        if ((role & 2) && o->request[l] < 0) o->request[l] = (int32_t)i;
+        if ((role & 4) && o->end[l] < 0) o->end[l] = (int32_t)i;
+    }
+    return NULL;
+}
+
+static int compare_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Quantiles of the life events' addresses, from at most SAMPLE of them taken evenly. */
+static int choose_splits(PairShared *sh, int parts)
+{
+    int64_t *sample = malloc(SAMPLE * sizeof(int64_t));
+    if (!sample) return -1;
+    Py_ssize_t k = 0, step = sh->n / SAMPLE + 1;
+    for (Py_ssize_t i = 0; i < sh->n && k < SAMPLE; i += step) {
+        int64_t code = view_get(&sh->action, i);
+        if (code >= -32768 && code < 32768 && sh->roles[code + 32768]) sample[k++] = view_get(&sh->addr, i);
+    }
+    qsort(sample, (size_t)k, sizeof(int64_t), compare_i64);
+    for (int p = 0; p + 1 < parts; p++) sh->splits[p] = k ? sample[(Py_ssize_t)(p + 1) * k / parts] : 0;
+    sh->splits[parts - 1] = INT64_MAX;  /* never compared: part_of stops at the last range */
+    sh->parts = parts;
+    free(sample);
+    return 0;
+}
+
+static int pair_lives_parallel(const IntView *action, const IntView *addr, const IntView *size, const uint8_t *roles,
+                               int parts, Lives *o)
+{
+    Py_ssize_t n = action->n;
+    PairShared sh = {*action, *addr, *size, roles, n, NULL, NULL, {0}, 0, o};
+    PairJob *jobs = calloc((size_t)parts, sizeof(PairJob));
+    int err = PAIR_NO_MEMORY;
+    sh.part = malloc((size_t)(n ? n : 1));
+    sh.ids = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    o->event_version = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    o->event_life = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    if (!jobs || !sh.part || !sh.ids || !o->event_version || !o->event_life || choose_splits(&sh, parts) < 0)
+        goto done;
+    for (int p = 0; p < parts; p++)
+        jobs[p] = (PairJob){.sh = &sh, .p = p, .lo = n / parts * p, .hi = p + 1 < parts ? n / parts * (p + 1) : n};
+    run_parallel(mark_parts, jobs, sizeof(PairJob), parts);
+    run_parallel(number_range, jobs, sizeof(PairJob), parts);
+    int64_t total = 0;
+    for (int p = 0; p < parts; p++) {
+        if (jobs[p].err != PAIR_OK) goto done;
+        jobs[p].first_life = total;
+        total += jobs[p].total;
+    }
+    if (total >= INT32_MAX) { err = PAIR_TOO_MANY; goto done; }
+    Py_ssize_t lives = (Py_ssize_t)total, cap = lives ? lives : 1;
+    o->life_addr = malloc((size_t)cap * sizeof(int64_t));
+    o->version = malloc((size_t)cap * sizeof(int32_t));
+    o->start = malloc((size_t)cap * sizeof(int32_t));
+    o->request = malloc((size_t)cap * sizeof(int32_t));
+    o->end = malloc((size_t)cap * sizeof(int32_t));
+    o->life_size = malloc((size_t)cap * sizeof(int64_t));
+    if (!o->life_addr || !o->version || !o->start || !o->request || !o->end || !o->life_size) goto done;
+    memset(o->version, 0xFF, (size_t)cap * sizeof(int32_t));  /* -1 */
+    memset(o->start, 0xFF, (size_t)cap * sizeof(int32_t));
+    memset(o->request, 0xFF, (size_t)cap * sizeof(int32_t));
+    memset(o->end, 0xFF, (size_t)cap * sizeof(int32_t));
+    run_parallel(fill_range, jobs, sizeof(PairJob), parts);
+    o->lives = lives;
+    err = PAIR_OK;
+done:
+    if (jobs)
+        for (int p = 0; p < parts; p++) {
+            map64_free(&jobs[p].map);
+            vec_free(&jobs[p].ends);
+            vec_free(&jobs[p].lives_at);
+            free(jobs[p].distinct);
+            free(jobs[p].rank);
+        }
+    free(jobs);
+    free(sh.part);
+    free(sh.ids);
+    if (err != PAIR_OK) lives_free(o);
+    return err;
+}
+
+PyObject *native_lifetimes(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer ab = {0}, rb = {0}, sb = {0};
+    PyObject *ao, *ro, *so, *start_codes, *request_codes, *end_codes, *result = NULL;
+    int threads = 1;
+    if (!PyArg_ParseTuple(args, "OOOOOO|i", &ao, &ro, &so, &start_codes, &request_codes, &end_codes, &threads))
+        return NULL;
+    int flags = PyBUF_FORMAT | PyBUF_C_CONTIGUOUS;
+    if (PyObject_GetBuffer(ao, &ab, flags) < 0) return NULL;
+    if (PyObject_GetBuffer(ro, &rb, flags) < 0) { PyBuffer_Release(&ab); return NULL; }
+    if (PyObject_GetBuffer(so, &sb, flags) < 0) { PyBuffer_Release(&ab); PyBuffer_Release(&rb); return NULL; }
+    IntView action, addr, size;
+    uint8_t *roles = NULL;
+    Lives o = {0};
+    if (int_view(&ab, &action, "action") || int_view(&rb, &addr, "addr") || int_view(&sb, &size, "size")) goto done;
+    if (addr.width != 8 || !addr.is_signed || addr.n != action.n || size.n != action.n) {
+        PyErr_SetString(PyExc_TypeError, "int64 addresses, and columns of one length, are needed");
+        goto done;
+    }
+    Py_ssize_t n = action.n;
+    if (n >= INT32_MAX) { PyErr_SetString(PyExc_OverflowError, "too many events"); goto done; }
+    roles = calloc(65536, 1);
+    if (!roles) { PyErr_NoMemory(); goto done; }
+    if (roles_from(start_codes, roles, 1) || roles_from(request_codes, roles, 2) || roles_from(end_codes, roles, 4))
+        goto done;
+    int err;
+    Py_BEGIN_ALLOW_THREADS  /* the buffers stay exported, so the arrays cannot change meanwhile */
+    err = threads > 1 ? pair_lives_parallel(&action, &addr, &size, roles, threads < MAX_PARTS ? threads : MAX_PARTS, &o)
+                      : pair_lives(&action, &addr, &size, roles, &o);
+    Py_END_ALLOW_THREADS
+    if (err == PAIR_TOO_MANY) { PyErr_SetString(PyExc_OverflowError, "too many lives"); goto done; }
+    if (err != PAIR_OK) { PyErr_NoMemory(); goto done; }
+    Py_ssize_t L = o.lives;
     PyObject *parts[8] = {
-        buffer_from_memory(life_addr, L * 8), buffer_from_memory(version, L * 4),
-        buffer_from_memory(start, L * 4), buffer_from_memory(request, L * 4), buffer_from_memory(end, L * 4),
-        buffer_from_memory(life_size, L * 8), buffer_from_memory(event_version, n * 4),
-        buffer_from_memory(event_life, n * 4),
+        buffer_from_memory(o.life_addr, L * 8), buffer_from_memory(o.version, L * 4),
+        buffer_from_memory(o.start, L * 4), buffer_from_memory(o.request, L * 4), buffer_from_memory(o.end, L * 4),
+        buffer_from_memory(o.life_size, L * 8), buffer_from_memory(o.event_version, n * 4),
+        buffer_from_memory(o.event_life, n * 4),
     };
-    life_addr = life_size = NULL;
-    start = request = end = version = event_version = event_life = NULL;
+    memset(&o, 0, sizeof(o));  /* the buffers own the memory now */
     int ok = 1;
     for (int j = 0; j < 8; j++) ok = ok && parts[j];
     if (ok) result = PyTuple_Pack(8, parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], parts[6], parts[7]);
     for (int j = 0; j < 8; j++) Py_XDECREF(parts[j]);
 done:
-    if (!result && !PyErr_Occurred()) PyErr_NoMemory();  /* the helpers report running out of memory by -1 */
+    if (!result && !PyErr_Occurred()) PyErr_NoMemory();
     PyBuffer_Release(&ab);
     PyBuffer_Release(&rb);
     PyBuffer_Release(&sb);
-    map64_free(&map);
-    free(roles); free(ids); free(rank); free(distinct);
-    free(event_version); free(event_life); free(version);
-    free(life_addr); free(start); free(request); free(end); free(life_size);
+    lives_free(&o);
+    free(roles);
     return result;
 }

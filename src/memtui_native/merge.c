@@ -171,8 +171,22 @@ static int map_local_values(Trace *t, const Maps *m, const Vec *vals, int is_ctx
     return 0;
 }
 
-/* dst gets n values of src (any widths), each through lut[v + offset] when lut is given. */
-static int intcol_append(IntCol *dst, const IntCol *src, int64_t n, const int32_t *lut, int64_t offset, int64_t lut_n)
+/* One column's rows of a worker copied into the trace's: planned (the column made wide and
+ * long enough) with the GIL, copied on a thread of its own. */
+typedef struct {
+    uint8_t *dst;          /* the trace column's data */
+    int dst_width;
+    int64_t at;            /* the first row the worker's rows go to */
+    const uint8_t *src;
+    int src_width;         /* 0: plain bytes (the times: 8 bytes a row, copied as they are) */
+    int64_t n;
+    const int32_t *lut;    /* each value v becomes lut[v + offset], when given */
+    int64_t offset;
+} ColumnCopy;
+
+/* Plan: dst grows by n rows, wide enough for src's values (or the lut's). */
+static int plan_copy(ColumnCopy *c, IntCol *dst, const IntCol *src, int64_t n, const int32_t *lut, int64_t offset,
+                     int64_t lut_n)
 {
     int width = dst->width;
     if (!lut) {
@@ -182,23 +196,35 @@ static int intcol_append(IntCol *dst, const IntCol *src, int64_t n, const int32_
             if (width_of(lut[i]) > width) width = width_of(lut[i]);
     }
     if (intcol_fit(dst, dst->n + n, width)) return -1;
-    uint8_t *d = dst->data;
-    int64_t at = dst->n;
+    *c = (ColumnCopy){NULL, dst->width, dst->n, src->data, src->width, n, lut, offset};
+    dst->n += n;
+    return 0;
+}
+
+static void *run_copy(void *arg)
+{
+    const ColumnCopy *c = arg;
+    if (!c->src_width) {
+        memcpy(c->dst + c->at * 8, c->src, (size_t)c->n * 8);
+        return NULL;
+    }
+    const int64_t n = c->n, offset = c->offset;
+    const int32_t *lut = c->lut;
 #define COPY(DT, ST)                                                                                  \
     do {                                                                                              \
-        const ST *sp = (const ST *)src->data;                                                         \
-        DT *dp = (DT *)d + at;                                                                        \
+        const ST *sp = (const ST *)c->src;                                                            \
+        DT *dp = (DT *)c->dst + c->at;                                                                \
         if (lut) for (int64_t i = 0; i < n; i++) dp[i] = (DT)lut[(int64_t)sp[i] + offset];            \
         else for (int64_t i = 0; i < n; i++) dp[i] = (DT)sp[i];                                        \
     } while (0)
 #define BY_SRC(DT)                                                                                    \
-    switch (src->width) {                                                                             \
+    switch (c->src_width) {                                                                           \
     case 1: COPY(DT, int8_t); break;                                                                  \
     case 2: COPY(DT, int16_t); break;                                                                 \
     case 4: COPY(DT, int32_t); break;                                                                 \
     default: COPY(DT, int64_t); break;                                                                \
     }
-    switch (dst->width) {
+    switch (c->dst_width) {
     case 1: BY_SRC(int8_t); break;
     case 2: BY_SRC(int16_t); break;
     case 4: BY_SRC(int32_t); break;
@@ -206,11 +232,11 @@ static int intcol_append(IntCol *dst, const IntCol *src, int64_t n, const int32_
     }
 #undef BY_SRC
 #undef COPY
-    dst->n += n;
-    return 0;
+    return NULL;
 }
 
-/* The worker's rows after the trace's, its ids mapped. */
+/* The worker's rows after the trace's, its ids mapped: every column at once, each on a
+ * thread (the copies are most of a merge, and touch nothing shared). */
 static int append_rows(Trace *t, Trace *wt, int64_t rows, const Maps *m, const Vec *ctx, const Vec *meta)
 {
     const Worker *w = m->w;
@@ -224,17 +250,22 @@ static int append_rows(Trace *t, Trace *wt, int64_t rows, const Maps *m, const V
     const uint8_t *use = (const uint8_t *)w->s.deferred_use.data;
     for (int64_t v = -stack_off; v < n_stacks; v++)  /* deferred codes used as lists only: the others are no stacks */
         stacks[v + stack_off] = v <= -2 && !(use[-2 - v] & USE_LIST) ? -1 : map_sid(m, (int32_t)v);
-    if (intcol_append(&t->action, &wt->action, rows, actions, 0, n_actions) ||
-        intcol_append(&t->addr, &wt->addr, rows, NULL, 0, 0) || intcol_append(&t->size, &wt->size, rows, NULL, 0, 0) ||
-        intcol_append(&t->stream, &wt->stream, rows, NULL, 0, 0) ||
-        intcol_append(&t->stack, &wt->stack, rows, stacks, stack_off, n_stacks + stack_off) ||
-        intcol_append(&t->ctx, &wt->ctx, rows, (const int32_t *)ctx->data, 0, ctx->n) ||
-        intcol_append(&t->meta, &wt->meta, rows, (const int32_t *)meta->data, 0, meta->n) ||
-        intcol_append(&t->device_free, &wt->device_free, rows, NULL, 0, 0) ||
+    ColumnCopy copies[9];
+    IntCol *dsts[8] = {&t->action, &t->addr, &t->size, &t->stream, &t->stack, &t->ctx, &t->meta, &t->device_free};
+    if (plan_copy(&copies[0], &t->action, &wt->action, rows, actions, 0, n_actions) ||
+        plan_copy(&copies[1], &t->addr, &wt->addr, rows, NULL, 0, 0) ||
+        plan_copy(&copies[2], &t->size, &wt->size, rows, NULL, 0, 0) ||
+        plan_copy(&copies[3], &t->stream, &wt->stream, rows, NULL, 0, 0) ||
+        plan_copy(&copies[4], &t->stack, &wt->stack, rows, stacks, stack_off, n_stacks + stack_off) ||
+        plan_copy(&copies[5], &t->ctx, &wt->ctx, rows, (const int32_t *)ctx->data, 0, ctx->n) ||
+        plan_copy(&copies[6], &t->meta, &wt->meta, rows, (const int32_t *)meta->data, 0, meta->n) ||
+        plan_copy(&copies[7], &t->device_free, &wt->device_free, rows, NULL, 0, 0) ||
         vec_reserve(&t->time, t->time.n + rows, sizeof(double)))
         goto out;
-    memcpy((double *)t->time.data + t->time.n, wt->time.data, (size_t)rows * sizeof(double));
+    for (int k = 0; k < 8; k++) copies[k].dst = dsts[k]->data;  /* after every column has grown */
+    copies[8] = (ColumnCopy){(uint8_t *)t->time.data, 8, t->time.n, (const uint8_t *)wt->time.data, 0, rows, NULL, 0};
     t->time.n += rows;
+    run_parallel(run_copy, copies, sizeof(ColumnCopy), 9);
     r = 0;
 out:
     free(actions);

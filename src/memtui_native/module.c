@@ -75,7 +75,7 @@ static PyMethodDef module_methods[] = {
      "walk_opcodes(data, pos, base, limit, per_item) -> (status, pos, a, b, containers): the opcode check of "
      "memtui/load/opcode_check.py"},
     {"lifetimes", native_lifetimes, METH_VARARGS,
-     "lifetimes(action, addr, size, start_codes, request_codes, end_codes) -> the arrays of "
+     "lifetimes(action, addr, size, start_codes, request_codes, end_codes, threads=1) -> the arrays of "
      "memtui.model.lifetimes.compute_lifetimes, as buffers"},
     {"allocator_replay", native_allocator_replay, METH_VARARGS,
      "allocator_replay(requests, params, gc, recorded, initial, freeable) -> the replay of "

@@ -509,6 +509,29 @@ static void worker_free(Worker *w)
     s->memo = NULL;
 }
 
+/* Run fn(items[i]) for each of n items, all but the first on threads of their own (in
+ * rounds of at most 64), the first here; for work that touches no Python object (the GIL,
+ * held or not, is left as it is). */
+static void run_parallel(void *(*fn)(void *), void *items, size_t item_size, int n)
+{
+    for (int first = 0; first < n; first += 64) {
+        int count = n - first < 64 ? n - first : 64;
+#if HAVE_THREADS
+        pthread_t threads[64];
+        int started[64] = {0};
+        for (int i = 1; i < count; i++)
+            started[i] = pthread_create(&threads[i], NULL, fn, (char *)items + (size_t)(first + i) * item_size) == 0;
+        fn((char *)items + (size_t)first * item_size);
+        for (int i = 1; i < count; i++) {
+            if (started[i]) pthread_join(threads[i], NULL);
+            else fn((char *)items + (size_t)(first + i) * item_size);  /* no thread to be had: run it here */
+        }
+#else
+        for (int i = 0; i < count; i++) fn((char *)items + (size_t)(first + i) * item_size);
+#endif
+    }
+}
+
 #include "merge.c"
 
 /* ---- before the workers: what they need of Python objects, converted ------------------------ */

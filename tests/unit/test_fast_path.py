@@ -25,7 +25,7 @@ from memtui.load.fast import FastFallback, scan_snapshot
 from memtui.model import actions as act
 from memtui.model import lifetimes
 from memtui.open import open_fast, open_plain, open_snapshot, open_streaming
-from tests.conftest import SHARED, sample_files, scenario_files, shared_params
+from tests.conftest import SHARED, sample_files, scenario_files, shared_files, shared_params
 from tests.fixtures import variants
 from tests.fixtures.model_equality import assert_same_model
 from tests.fixtures.snapshot_strategies import count_case, fuzz_settings
@@ -533,9 +533,25 @@ def test_a_frame_list_changed_after_an_entry_used_it(tmp_path):
 
 # -- the compiled pairing of allocations and frees ------------------------------------------------
 
+@pytest.mark.parametrize("path", sample_files()[:12] + shared_files("big_trace*"), ids=lambda p: p.name)
+def test_threaded_lifetimes_of_real_traces_equal_the_serial_ones(path):
+    if lifetimes._native is None:
+        pytest.skip(NOT_BUILT)
+    snapshot = open_snapshot(path, cache=None)
+    for dev in snapshot.devices:
+        trace = dev.trace
+        args = (trace.action, trace.addr.astype(np.int64), trace.size, act.BLOCK_START, (act.FREE_REQUESTED,),
+                act.BLOCK_END)
+        serial = lifetimes._native_lifetimes(*args, 1)
+        for threads in (2, 7):
+            threaded = lifetimes._native_lifetimes(*args, threads)
+            for name in ("addr", "version", "start", "request", "end", "size", "event_version", "event_life"):
+                assert np.array_equal(getattr(threaded, name), getattr(serial, name)), (threads, name)
+
+
 @settings(max_examples=200, deadline=None)
-@given(n=st.integers(0, 400), seed=st.integers(0, 1 << 30), addresses=st.integers(1, 12))
-def test_native_lifetimes_equal_numpy(n, seed, addresses):
+@given(n=st.integers(0, 400), seed=st.integers(0, 1 << 30), addresses=st.integers(1, 12), threads=st.integers(1, 9))
+def test_native_lifetimes_equal_numpy(n, seed, addresses, threads):
     if lifetimes._native is None:
         pytest.skip(NOT_BUILT)
     rng = np.random.default_rng(seed)
@@ -544,7 +560,7 @@ def test_native_lifetimes_equal_numpy(n, seed, addresses):
     size = rng.integers(-5, 1 << 40, n).astype(np.int64)
     for codes in ((act.BLOCK_START, (act.FREE_REQUESTED,), act.BLOCK_END), (act.SEGMENT_START, (), act.SEGMENT_END),
                   (act.BLOCK_START, (), act.BLOCK_END)):
-        got = lifetimes._narrow(lifetimes._native_lifetimes(action, addr, size, *codes), n)
+        got = lifetimes._narrow(lifetimes._native_lifetimes(action, addr, size, *codes, threads), n)
         want = lifetimes._narrow(lifetimes.numpy_lifetimes(action, addr, size, *codes), n)
         for name in ("addr", "version", "start", "request", "end", "size", "event_version", "event_life"):
             a, b = getattr(got, name), getattr(want, name)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from memtui.cores import usable_cores
 from memtui.load.changes import check_unchanged, file_state
 from memtui.load.limits import MAX_COMPRESSED_ITEM, GuardedStream, InflationRefused
 from memtui.load.progress_relay import ProgressRelay
@@ -111,10 +112,7 @@ def scan_threads() -> int:
     wanted = os.environ.get("MEMTUI_SCAN_THREADS")
     if wanted and wanted.isdigit() and int(wanted) > 0:
         return int(wanted)
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    return usable_cores()
 
 
 def _feed_all(scanner, info, relay) -> int:
