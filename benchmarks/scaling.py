@@ -1,10 +1,17 @@
-"""How a cold open scales with cores: ``scaling.py FILE [--cores 1,2,4,8,16] [--repeat 3]``.
+"""How opening scales with cores: ``scaling.py FILE [--cores 1,2,4,8,16] [--repeat 3] [--what ...]``.
 
-Each figure is a whole process (``open_snapshot(path, cache=None)``) run on the first N
-cores (``taskset``), timed from before it starts, with its peak RSS; the median of
-``--repeat`` runs, the core counts taken in turn. A ``pickle.load`` script of the same file
-is the baseline, and a digest of the model (every column and table) shows that every core
-count builds the same one.
+Each figure is a whole process run on the first N cores (``taskset``), timed from before it
+starts, with its peak RSS; the median of ``--repeat`` runs, the core counts and the
+measures taken in turn. The measures (``--what``, comma-separated):
+
+- ``open``: a script calling ``open_snapshot(path, cache=None)`` (the model ready);
+- ``info``: ``memtui info --no-cache FILE`` as a user runs it;
+- ``first``: the first ``memtui info FILE``, which also writes the model cache (a new, empty
+  cache folder each run; the process ends once the cache is written);
+- ``warm``: ``memtui info FILE`` with that cache already written.
+
+A ``pickle.load`` script of the same file is the baseline, and a digest of the model (every
+column and table) shows that every core count builds the same one.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -41,6 +49,18 @@ if sys.argv[2] == "digest":
 """
 
 
+MEASURES = {
+    "open": "cold open, model ready (open_snapshot, no cache)",
+    "info": "memtui info --no-cache",
+    "first": "the first memtui info (writes the cache; the process ends when it is written)",
+    "warm": "memtui info, cache written before",
+}
+
+
+def info_argv(path: str, cache_dir: str) -> list[str]:
+    return [sys.executable, "-m", "memtui", "info", "--cache-dir", cache_dir, path]
+
+
 def run(argv: list[str], cores: int | None, env: dict) -> dict:
     if cores and shutil.which("taskset"):
         argv = ["taskset", "-c", f"0-{cores - 1}"] + argv
@@ -64,7 +84,12 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-pickle", action="store_true", help="leave out the pickle.load baseline")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--what", default="open,info,first,warm", help="the measures, comma-separated")
     args = parser.parse_args()
+    measures = [m for m in args.what.split(",") if m]
+    unknown = set(measures) - set(MEASURES)
+    if unknown:
+        parser.error(f"unknown measure(s): {', '.join(sorted(unknown))}; known: {', '.join(MEASURES)}")
     available = len(os.sched_getaffinity(0))
     counts = [c for c in (int(x) for x in args.cores.split(",")) if c <= available]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
@@ -73,11 +98,22 @@ def main() -> int:
         print("pickle.load ...", file=sys.stderr, flush=True)
         results["pickle"] = run([sys.executable, "-c", PICKLE, args.file], None, env)
     digests = {}
-    runs: dict[int, list[dict]] = {c: [] for c in counts}
-    for k in range(args.repeat):
-        for c in counts:
-            print(f"{c} cores ({k + 1}/{args.repeat}) ...", file=sys.stderr, flush=True)
-            runs[c].append(run([sys.executable, "-c", OPEN, args.file, "-"], c, env))
+    runs: dict[tuple[str, int], list[dict]] = {(m, c): [] for m in measures for c in counts}
+    with tempfile.TemporaryDirectory(prefix="memtui-scaling-") as scratch:
+        warm_dir = os.path.join(scratch, "warm")
+        if "warm" in measures:
+            run(info_argv(args.file, warm_dir), None, env)  # written once; every warm run reads it
+        for k in range(args.repeat):
+            for c in counts:
+                for m in measures:
+                    print(f"{m}, {c} cores ({k + 1}/{args.repeat}) ...", file=sys.stderr, flush=True)
+                    first_dir = os.path.join(scratch, f"first-{m}-{c}-{k}")
+                    argv = {"open": [sys.executable, "-c", OPEN, args.file, "-"],
+                            "info": [sys.executable, "-m", "memtui", "info", "--no-cache", args.file],
+                            "first": info_argv(args.file, first_dir),
+                            "warm": info_argv(args.file, warm_dir)}[m]
+                    runs[m, c].append(run(argv, c, env))
+                    shutil.rmtree(first_dir, ignore_errors=True)
     for c in counts:  # the digests in runs of their own: hashing the model is not part of the open
         print(f"{c} cores: digest ...", file=sys.stderr, flush=True)
         r = run([sys.executable, "-c", OPEN, args.file, "digest"], c, env)
@@ -85,22 +121,26 @@ def main() -> int:
             digests[c] = r["out"]
     base = results.get("pickle", {})
     print(f"\n{Path(args.file).name}: {results['size'] / 1e6:,.0f} MB, {available} cores here\n")
-    print("| cores | cold open | peak RSS | ratio to pickle.load (time / peak) | speed-up |")
-    print("| ---: | ---: | ---: | ---: | ---: |")
-    first = None
-    for c in counts:
-        good = [r for r in runs[c] if "error" not in r]
-        if not good:
-            print(f"| {c} | {runs[c][0]['error']} | | | |")
-            continue
-        t = statistics.median(r["time_s"] for r in good)
-        m = statistics.median(r["peak_rss"] for r in good)
-        first = first or t
-        ratio = f"{t / base['time_s']:.3f}x / {m / base['peak_rss']:.3f}x" if "time_s" in base else "-"
-        print(f"| {c} | {t:.2f} s | {m / 1e6:,.0f} MB | {ratio} | {first / t:.2f}x |")
-        results["cores"][c] = {"time_s": t, "peak_rss": m, "times_s": sorted(r["time_s"] for r in good)}
+    for m in measures:
+        print(f"{MEASURES[m]}\n")
+        print("| cores | time | peak RSS | ratio to pickle.load (time / peak) | speed-up from the fewest cores |")
+        print("| ---: | ---: | ---: | ---: | ---: |")
+        first = None
+        for c in counts:
+            good = [r for r in runs[m, c] if "error" not in r]
+            if not good:
+                print(f"| {c} | {runs[m, c][0]['error']} | | | |")
+                continue
+            t = statistics.median(r["time_s"] for r in good)
+            rss = statistics.median(r["peak_rss"] for r in good)
+            first = first or t
+            ratio = f"{t / base['time_s']:.3f}x / {rss / base['peak_rss']:.3f}x" if "time_s" in base else "-"
+            print(f"| {c} | {t:.2f} s | {rss / 1e6:,.0f} MB | {ratio} | {first / t:.2f}x |")
+            results["cores"].setdefault(m, {})[c] = {"time_s": t, "peak_rss": rss,
+                                                     "times_s": sorted(r["time_s"] for r in good)}
+        print()
     if "time_s" in base:
-        print(f"\npickle.load script: {base['time_s']:.1f} s, {base['peak_rss'] / 1e6:,.0f} MB")
+        print(f"pickle.load script: {base['time_s']:.1f} s, {base['peak_rss'] / 1e6:,.0f} MB")
     same = len(set(digests.values())) == 1 and len(digests) == len(counts)
     print(f"same model on every core count: {'yes' if same else 'NO'} ({len(set(digests.values()))} digests)")
     results["same_model"] = same

@@ -21,7 +21,7 @@ import importlib
 import pkgutil
 import signal
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memtui import __version__
 from memtui.errors import Interrupted, MemtuiError, MissingDependencyError
@@ -110,6 +110,36 @@ def command_modules() -> dict[str, object]:
     return found
 
 
+def find_command(name: str) -> object | None:
+    """The command called ``name``, importing nothing of the others: a module of
+    memtui.commands named so (whose NAME is its file's name), else an analysis's spec."""
+    from memtui.services.catalog import SPECS
+
+    if name.isidentifier() and not name.startswith("_") and name in _module_names():
+        module = importlib.import_module(f"memtui.commands.{name}")
+        if getattr(module, "NAME", name) == name:
+            return module
+    spec = next((s for s in SPECS if s.name == name), None)
+    if spec is None:
+        return None
+    from memtui.commands._analysis import SpecCommand
+
+    return SpecCommand(spec)
+
+
+def command_names() -> list[str]:
+    """Every command's name, without importing any command."""
+    from memtui.services.catalog import SPECS
+
+    return sorted({spec.name for spec in SPECS} | _module_names())
+
+
+def _module_names() -> set[str]:
+    import memtui.commands as package
+
+    return {info.name for info in pkgutil.iter_modules(package.__path__) if not info.name.startswith("_")}
+
+
 def main(argv: list[str] | None = None) -> int:
     # The signal handlers go in before anything slow is imported (numpy, the commands), so
     # that a Ctrl-C even then ends in one line.
@@ -132,11 +162,10 @@ def _run(argv: list[str], started: list[ModelCache], signals: ExitSignals) -> in
     cache: ModelCache | None = None
     try:
         argv, leading = take_cache_options(argv)
-        commands = command_modules()
-        if argv and argv[0] in commands:
+        module: Any = find_command(argv[0]) if argv else None
+        if module is not None:
             if argv[0] in SIGNALS_LEFT_ALONE:
                 signals.release()
-            module = commands[argv[0]]
             parser = argparse.ArgumentParser(prog=f"memtui {argv[0]}", description=module.HELP)
             module.add_arguments(parser)
             add_cache_options(parser)
@@ -147,7 +176,7 @@ def _run(argv: list[str], started: list[ModelCache], signals: ExitSignals) -> in
             code = int(module.run(args) or 0)
             sys.stdout.flush()  # the answer is out before the write begins
         else:
-            parser = _explorer_parser(commands)
+            parser = _explorer_parser(command_names())
             args = parser.parse_args(argv)
             cache = _hand_down(args, leading, started)
             code = _open_explorer(args, parser)
@@ -195,8 +224,8 @@ def _hand_down(args: argparse.Namespace, leading: dict, started: list[ModelCache
     return cache
 
 
-def _explorer_parser(commands: dict[str, object]) -> argparse.ArgumentParser:
-    names = ", ".join(sorted(commands))
+def _explorer_parser(commands: list[str]) -> argparse.ArgumentParser:
+    names = ", ".join(commands)
     parser = argparse.ArgumentParser(
         prog="memtui",
         description="Explore a PyTorch memory snapshot (CUDA, ROCm, or any accelerator whose allocator writes "

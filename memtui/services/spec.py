@@ -8,6 +8,7 @@ command, key and tool from it; :mod:`memtui.services.catalog` holds the table.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -34,8 +35,9 @@ class Result(Protocol):
 class AnalysisSpec:
     name: str  # the command: ``memtui NAME``
     help: str  # one paragraph: the command's help and the tool's description
-    options: type  # a frozen dataclass of :func:`memtui.services.options.option` fields
-    service: Callable[..., Any]  # (subject..., options[, progress]) -> Result
+    module: str  # the service module, in memtui.services: imported when first asked for (see below)
+    options_name: str  # its frozen dataclass of :func:`memtui.services.options.option` fields
+    service_name: str  # its function: (subject..., options[, progress]) -> Result
     subject: Subject = "snapshot"
     key: str | None = None  # the explorer's key, or None
     key_help: str = ""  # the explorer's words for the key (footer, help, palette)
@@ -43,6 +45,17 @@ class AnalysisSpec:
     tool_help: str = ""  # the MCP tool's description when it says more than ``help``
     # The service takes ``progress=(stage, done, total)`` for work that takes a while past the load.
     reports_progress: bool = False
+
+    @property
+    def options(self) -> type:
+        return getattr(self._module(), self.options_name)  # type: ignore[no-any-return]
+
+    @property
+    def service(self) -> Callable[..., Any]:
+        return getattr(self._module(), self.service_name)  # type: ignore[no-any-return]
+
+    def _module(self) -> Any:
+        return importlib.import_module(f"memtui.services.{self.module}")
 
     @property
     def tool_name(self) -> str:
