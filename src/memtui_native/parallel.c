@@ -509,6 +509,17 @@ static void worker_free(Worker *w)
     s->memo = NULL;
 }
 
+static double now_s(void)
+{
+#if HAVE_THREADS
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+#else
+    return 0.0;
+#endif
+}
+
 /* Run fn(items[i]) for each of n items, all but the first on threads of their own (in
  * rounds of at most 64), the first here; for work that touches no Python object (the GIL,
  * held or not, is left as it is). */
@@ -745,7 +756,10 @@ static int scan_rest(Scanner *s, Reader *r, int fd, int64_t begin, int64_t size,
         }
     }
     s->par_ranges = n_chain;
+    double started = now_s();
     int jobs = run_jobs(worker_job, workers, sizeof(Worker), n_chain, worker_done, begin, pr, &cancel);
+    double merging = now_s();
+    s->par_workers_s = merging - started;
     /* merge, in order; what no worker read is read here, in order */
     st = jobs == -1 ? ST_ERROR : jobs == -2 ? ST_ERROR : ST_OK;
     int64_t pos = begin;
@@ -769,6 +783,7 @@ static int scan_rest(Scanner *s, Reader *r, int fd, int64_t begin, int64_t size,
         pos = w->end;
         if (report(pr, pos) < 0) { st = ST_ERROR; break; }
     }
+    s->par_merge_s = now_s() - merging;
     for (int i = 0; i < n_chain; i++)
         if (workers[i].s.memo) worker_free(&workers[i]);
     free(workers);
@@ -793,7 +808,9 @@ static PyObject *Scanner_scan_file(Scanner *s, PyObject *args)
     if (reader_open(&r, fd, 0, size) < 0) return PyErr_NoMemory();
     int how = RUN_END;
     int64_t where = 0;
+    double started = now_s();
     int st = run_from(s, &r, 0, -1, threads > 1, &pr, &how, &where);
+    s->par_prefix_s = now_s() - started;
     if (st == ST_OK && how == RUN_PREFIX) st = scan_rest(s, &r, fd, where, size, threads, &pr);
     reader_close(&r);
     if (st == ST_ERROR) {
