@@ -201,12 +201,11 @@ static int plan_copy(ColumnCopy *c, IntCol *dst, const IntCol *src, int64_t n, c
     return 0;
 }
 
-static void *run_copy(void *arg)
+static void run_copy(const ColumnCopy *c)
 {
-    const ColumnCopy *c = arg;
     if (!c->src_width) {
         memcpy(c->dst + c->at * 8, c->src, (size_t)c->n * 8);
-        return NULL;
+        return;
     }
     const int64_t n = c->n, offset = c->offset;
     const int32_t *lut = c->lut;
@@ -232,12 +231,12 @@ static void *run_copy(void *arg)
     }
 #undef BY_SRC
 #undef COPY
-    return NULL;
 }
 
-/* The worker's rows after the trace's, its ids mapped: every column at once, each on a
- * thread (the copies are most of a merge, and touch nothing shared). */
-static int append_rows(Trace *t, Trace *wt, int64_t rows, const Maps *m, const Vec *ctx, const Vec *meta)
+/* The worker's rows after the trace's, its ids mapped: planned here (the columns grown),
+ * copied by the caller, each column on a thread of its own. */
+static int plan_rows(Trace *t, Trace *wt, int64_t rows, const Maps *m, const Vec *ctx, const Vec *meta,
+                     ColumnCopy copies[9], int32_t **luts)
 {
     const Worker *w = m->w;
     Py_ssize_t n_actions = w->wm.actions, n_deferred = w->wm.deferred, n_stacks = w->wm.stacks;
@@ -250,7 +249,6 @@ static int append_rows(Trace *t, Trace *wt, int64_t rows, const Maps *m, const V
     const uint8_t *use = (const uint8_t *)w->s.deferred_use.data;
     for (int64_t v = -stack_off; v < n_stacks; v++)  /* deferred codes used as lists only: the others are no stacks */
         stacks[v + stack_off] = v <= -2 && !(use[-2 - v] & USE_LIST) ? -1 : map_sid(m, (int32_t)v);
-    ColumnCopy copies[9];
     IntCol *dsts[8] = {&t->action, &t->addr, &t->size, &t->stream, &t->stack, &t->ctx, &t->meta, &t->device_free};
     if (plan_copy(&copies[0], &t->action, &wt->action, rows, actions, 0, n_actions) ||
         plan_copy(&copies[1], &t->addr, &wt->addr, rows, NULL, 0, 0) ||
@@ -265,12 +263,55 @@ static int append_rows(Trace *t, Trace *wt, int64_t rows, const Maps *m, const V
     for (int k = 0; k < 8; k++) copies[k].dst = dsts[k]->data;  /* after every column has grown */
     copies[8] = (ColumnCopy){(uint8_t *)t->time.data, 8, t->time.n, (const uint8_t *)wt->time.data, 0, rows, NULL, 0};
     t->time.n += rows;
-    run_parallel(run_copy, copies, sizeof(ColumnCopy), 9);
     r = 0;
 out:
-    free(actions);
-    free(stacks);
+    luts[0] = actions;  /* the caller frees them once the copies are made */
+    luts[1] = stacks;
     return r;
+}
+
+/* The worker's memo slots j0..j1, its ids mapped, into the main scanner's memo. */
+typedef struct {
+    const Maps *m;
+    Scanner *s;
+    const Scanner *ws;
+    int64_t base, j0, j1;
+    int unexpected;  /* a slot of a kind a worker never makes */
+} MemoCopy;
+
+static void translate_memo(MemoCopy *c)
+{
+    const Maps *m = c->m;
+    const Worker *w = m->w;
+    for (int64_t j = c->j0; j < c->j1; j++) {
+        uint32_t slot = own_get(c->ws, j), v = SLOT_VALUE(slot);
+        switch (SLOT_KIND(slot)) {
+        case SK_STR: slot = SLOT(SK_STR, map_str(m, (int32_t)v)); break;
+        case SK_FRAME: slot = SLOT(SK_FRAME, map_id((int32_t)v, w->p_frecs, m->frmap)); break;
+        case SK_STACK: slot = SLOT(SK_STACK, map_sid(m, (int32_t)v - 1) + 1); break;
+        case SK_ENTRY: case SK_OPAQUE: break;
+        default: c->unexpected = 1; return;
+        }
+        int64_t i = c->base + j;
+        c->s->memo[i >> MEMO_CHUNK_BITS][i & (MEMO_CHUNK - 1)] = slot;
+    }
+}
+
+/* One piece of a merge that touches nothing another piece touches: a column's rows, or a
+ * run of memo slots. */
+enum { MEMO_PIECES = 4 };
+typedef struct {
+    int is_memo;
+    ColumnCopy copy;
+    MemoCopy memo;
+} MergePiece;
+
+static void *run_piece(void *arg)
+{
+    MergePiece *p = arg;
+    if (p->is_memo) translate_memo(&p->memo);
+    else run_copy(&p->copy);
+    return NULL;
 }
 
 /* Merge worker ``w`` into ``s`` (which stands at w->start). *discard: the worker cannot be
@@ -359,25 +400,33 @@ static int merge_worker(Scanner *s, Worker *w, int *discard)
         }
         m.amap[j] = VEC_AT(&s->strings.recs, StrRec, strid).action;
     }
-    /* the worker's memo slots, after the ones before its range */
+    /* the worker's memo slots, after the ones before its range, and its rows: planned here,
+     * then copied at once, each piece on a thread */
     if (w->wm.own && memo_reserve(s, base + w->wm.own)) goto out;
-    for (int64_t j = 0; j < w->wm.own; j++) {
-        uint32_t slot = own_get(ws, j), v = SLOT_VALUE(slot);
-        switch (SLOT_KIND(slot)) {
-        case SK_STR: slot = SLOT(SK_STR, map_str(&m, (int32_t)v)); break;
-        case SK_FRAME: slot = SLOT(SK_FRAME, map_id((int32_t)v, w->p_frecs, m.frmap)); break;
-        case SK_STACK: slot = SLOT(SK_STACK, map_sid(&m, (int32_t)v - 1) + 1); break;
-        case SK_ENTRY: case SK_OPAQUE: break;
-        default: st = scan_fail(s, s->base, "a worker's memo slot of an unexpected kind"); goto out;
-        }
-        int64_t i = base + j;
-        s->memo[i >> MEMO_CHUNK_BITS][i & (MEMO_CHUNK - 1)] = slot;
+    MergePiece pieces[9 + MEMO_PIECES];
+    int n_pieces = 0;
+    for (int k = 0; k < MEMO_PIECES; k++) {
+        int64_t j0 = w->wm.own / MEMO_PIECES * k, j1 = k + 1 < MEMO_PIECES ? w->wm.own / MEMO_PIECES * (k + 1) : w->wm.own;
+        if (j1 > j0) pieces[n_pieces++] = (MergePiece){.is_memo = 1, .memo = {&m, s, ws, base, j0, j1, 0}};
     }
-    s->memo_len = base + w->wm.own;
-    /* rows */
     Trace *t = VEC_AT(&s->traces, Trace *, trace), *wt = VEC_AT(&ws->traces, Trace *, 0);
+    ColumnCopy copies[9];
     if (map_local_values(t, &m, &wt->ctx_vals, 1, &ctx) || map_local_values(t, &m, &wt->meta_vals, 0, &meta)) goto out;
-    if (append_rows(t, wt, w->wm.rows, &m, &ctx, &meta)) goto out;
+    int32_t *luts[2] = {NULL, NULL};
+    int planned = plan_rows(t, wt, w->wm.rows, &m, &ctx, &meta, copies, luts);
+    if (planned == 0) {
+        for (int k = 0; k < 9; k++) pieces[n_pieces++] = (MergePiece){.is_memo = 0, .copy = copies[k]};
+        run_parallel(run_piece, pieces, sizeof(MergePiece), n_pieces);
+    }
+    free(luts[0]);
+    free(luts[1]);
+    if (planned) goto out;
+    for (int k = 0; k < n_pieces; k++)
+        if (pieces[k].is_memo && pieces[k].memo.unexpected) {
+            st = scan_fail(s, s->base, "a worker's memo slot of an unexpected kind");
+            goto out;
+        }
+    s->memo_len = base + w->wm.own;
     s->rows_total += w->wm.rows;
     if (ws->max_frame_end > s->max_frame_end) s->max_frame_end = ws->max_frame_end;
     /* the batches on the real stack: the entries left open, over their mark */
