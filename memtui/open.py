@@ -13,11 +13,13 @@ import gc
 import logging
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Protocol
 
 import numpy as np
 
+from memtui.cores import usable_cores
 from memtui.load import ProgressFn, inspect_source, read_snapshot
 from memtui.load.fast import FastFallback, Scanned, scan_snapshot
 from memtui.load.normalize import normalize
@@ -27,7 +29,7 @@ from memtui.model import Snapshot, build_model
 from memtui.model.columns import narrowest
 from memtui.model.frames import NO_STACK, StackToken
 from memtui.model.snapshot import assemble_model, device_count
-from memtui.model.trace import NARROW_COLUMNS, ModelTables, TraceBuilder, TraceColumns, narrow
+from memtui.model.trace import NARROW_COLUMNS, ModelTables, TraceBuilder, TraceColumns
 
 __all__ = ["ModelStore", "open_fast", "open_plain", "open_snapshot", "open_streaming"]
 
@@ -160,26 +162,35 @@ def _model_from_scan(scanned: Scanned, path: str | os.PathLike) -> Snapshot:
         c = trace.columns
         ctx = narrowest(np.asarray([tables.strings.intern(v) for v in trace.ctx_values] or [0], np.int64))
         meta = narrowest(np.asarray([tables.strings.intern(v) for v in trace.meta_values] or [0], np.int64))
-        time_us = c["time_us"]  # the scanner's own memory, writable
-        time_us[np.isinf(time_us)] = np.nan  # as TraceBuilder.finish: an infinite time is no time
-        built = {"action": codes[c["action"]], "addr": c["addr"], "size": c["size"], "stream": c["stream"],
-                 "time_us": time_us, "stack": sids[c["stack"]], "ctx": ctx[c["ctx"]], "meta": meta[c["meta"]],
-                 "device_free": c["device_free"]}
+        # The scanner's local ids through the model's tables, and every column as narrow as
+        # its values allow: one column per thread (numpy lets go of the GIL for each).
+        luts = {"action": codes, "stack": sids, "ctx": ctx, "meta": meta}
         values = {}
-        for f in dataclasses.fields(TraceColumns):
-            if f.name in built:  # narrow() below sets the narrow ones' types as TraceBuilder does
-                like = getattr(empty, f.name)
-                values[f.name] = built[f.name] if f.name in NARROW_COLUMNS else \
-                    built[f.name].astype(like.dtype, copy=False)
-            elif f.name in _NOT_SCANNED and callable(_NOT_SCANNED[f.name]):
-                values[f.name] = _NOT_SCANNED[f.name]()
-            elif f.name in _NOT_SCANNED:
-                values[f.name] = np.full(trace.rows, _NOT_SCANNED[f.name], np.int8)
-            else:
-                raise FastFallback(f"the model has a trace column the scanner does not fill ({f.name})")
-        columns.append(narrow(TraceColumns(**values)))
-        del trace, c, built, values
+        with ThreadPoolExecutor(max_workers=min(8, usable_cores())) as pool:
+            pending = {}
+            for f in dataclasses.fields(TraceColumns):
+                if f.name in c:
+                    pending[f.name] = pool.submit(_model_column, f.name, c, luts, getattr(empty, f.name).dtype)
+                elif f.name in _NOT_SCANNED and callable(_NOT_SCANNED[f.name]):
+                    values[f.name] = _NOT_SCANNED[f.name]()
+                elif f.name in _NOT_SCANNED:
+                    values[f.name] = np.full(trace.rows, _NOT_SCANNED[f.name], np.int8)
+                else:
+                    raise FastFallback(f"the model has a trace column the scanner does not fill ({f.name})")
+            values.update({name: future.result() for name, future in pending.items()})
+        time_us = values["time_us"]  # the scanner's own memory, writable
+        time_us[np.isinf(time_us)] = np.nan  # as TraceBuilder.finish: an infinite time is no time
+        columns.append(TraceColumns(**values))
+        del trace, c, values, pending
     return assemble_model(raw, columns, tables, os.fspath(path), os.path.getsize(path))
+
+
+def _model_column(name: str, scanned: dict[str, np.ndarray], luts: dict[str, np.ndarray],
+                  dtype: np.dtype) -> np.ndarray:
+    """One trace column of the model from the scanner's: its ids through ``luts`` (scanner
+    id -> model id), then as narrow as the values allow, or as TraceBuilder types it."""
+    values = luts[name][scanned[name]] if name in luts else scanned[name]
+    return narrowest(values) if name in NARROW_COLUMNS else values.astype(dtype, copy=False)
 
 
 def open_streaming(path: str | os.PathLike, progress: ProgressFn | None = None) -> Snapshot | None:
