@@ -436,8 +436,12 @@ def block_bytes(device: DeviceModel) -> np.ndarray:
     a large block may keep an unsplit remainder). The snapshot's block table has the real
     size of every block still live, so it wins; other lives get the 512-byte rounding.
     """
-    sizes = device.lives.size.astype(np.int64)
-    rounded = np.where(sizes > 0, (sizes + MIN_BLOCK_SIZE - 1) // MIN_BLOCK_SIZE * MIN_BLOCK_SIZE, 0)
+    # In place on one copy: three temporaries of every life cost more than the arithmetic.
+    rounded = device.lives.size.astype(np.int64)
+    rounded += MIN_BLOCK_SIZE - 1
+    rounded //= MIN_BLOCK_SIZE
+    rounded *= MIN_BLOCK_SIZE
+    np.maximum(rounded, 0, out=rounded)  # a size of 0 or less (never a real block) takes no bytes
     linked = device.block_life != NONE
     rounded[device.block_life[linked]] = device.blocks.size[linked].astype(np.int64)
     return rounded

@@ -17,6 +17,7 @@ from memtui.model import actions as act
 from memtui.model.actions import ActionTable
 from memtui.model.address_n import format_address_n, names_segment, parse_address_candidates
 from memtui.model.annotations import Annotations, link_annotations
+from memtui.model.columns import finite_span
 from memtui.model.frames import FrameTable, StackTable
 from memtui.model.lifetimes import NONE, Lifetimes, compute_lifetimes
 from memtui.model.relevance import site_stacks
@@ -168,8 +169,8 @@ class DeviceModel:
         """Where relative times count from: the source's first event time."""
         if math.isfinite(self.source_time_origin_us):
             return self.source_time_origin_us
-        finite = self.trace.time_us[np.isfinite(self.trace.time_us)] if len(self.trace) else self.trace.time_us
-        return float(finite.min()) if len(finite) else math.nan
+        span = finite_span(self.trace.time_us)
+        return span[0] if span else math.nan
 
     # -- address_n ---------------------------------------------------------------------
     def event_address_n(self, i: int) -> str:

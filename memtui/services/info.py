@@ -9,6 +9,7 @@ import numpy as np
 
 from memtui.jsonvalue import json_value
 from memtui.model import DeviceModel, Snapshot
+from memtui.model.columns import finite_span
 from memtui.model.segments import BLOCK_STATES, pool_name
 from memtui.report.sections import Lines, Report
 from memtui.units import format_bytes
@@ -49,14 +50,9 @@ def _live_at_end(dev: DeviceModel) -> int:
 
 
 def _time_span(time_us: np.ndarray) -> tuple[float | None, float | None]:
-    """The first and last recorded time; an entry without a time (NaN) is skipped. fmin and
-    fmax skip NaN in one pass each, where selecting the finite times first copies the column."""
-    if not len(time_us):
-        return None, None
-    first, last = float(np.fmin.reduce(time_us)), float(np.fmax.reduce(time_us))
-    if not (np.isfinite(first) and np.isfinite(last)):  # no entry has a time
-        return None, None
-    return first, last
+    """The first and last recorded time; entries without a time are skipped."""
+    span = finite_span(time_us)
+    return span if span else (None, None)
 
 
 def _pools(dev: DeviceModel) -> list[dict[str, Any]]:
