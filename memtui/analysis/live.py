@@ -44,15 +44,40 @@ class LifeSpans:
         return first, last
 
 
-def life_spans(dev: DeviceModel, life_bytes: np.ndarray | None = None) -> LifeSpans:
-    """Spans of every life in the trace, plus the blocks allocated at snapshot time that
-    no life accounts for (allocated before the trace began and never freed in it).
+@dataclass
+class LifeBounds:
+    """:class:`LifeSpans` without the stacks: all the allocated curve needs."""
+
+    start: np.ndarray
+    stop: np.ndarray
+    size: np.ndarray
+    n_events: int
+
+
+def life_bounds(dev: DeviceModel, life_bytes: np.ndarray | None = None) -> LifeBounds:
+    """[start, stop) and bytes of every life, and of the blocks allocated at snapshot time
+    that no life accounts for (allocated before the trace began and never freed in it).
     ``life_bytes``: :func:`memtui.replay.block_bytes` of ``dev`` where the caller has it."""
     lives = dev.lives
     n = len(dev.trace)
-    start = lives.start.astype(np.int64)
     stop = np.where(lives.request != NONE, lives.request, lives.end).astype(np.int64)
-    stop = np.where(stop == NONE, n, stop)
+    stop[stop == NONE] = n
+    untraced = np.nonzero((dev.blocks.state == ALLOCATED) & (dev.block_life == NONE))[0]
+    return LifeBounds(
+        start=np.concatenate([lives.start.astype(np.int64), np.full(len(untraced), -1, np.int64)]),  # NONE is -1
+        stop=np.concatenate([stop, np.full(len(untraced), n, np.int64)]),
+        size=np.concatenate([block_bytes(dev) if life_bytes is None else life_bytes,
+                             dev.blocks.size[untraced].astype(np.int64)]),
+        n_events=n,
+    )
+
+
+def life_spans(dev: DeviceModel, life_bytes: np.ndarray | None = None) -> LifeSpans:
+    """:func:`life_bounds` with the stack of every life."""
+    bounds = life_bounds(dev, life_bytes)
+    lives = dev.lives
+    n = bounds.n_events
+    start, stop = bounds.start[:len(lives)], bounds.stop[:len(lives)]
     # A life whose alloc was cut off by the ring buffer takes its stack from any of its events.
     # Stacks are the ones that name each allocation (a backward allocation's forward traceback
     # where it has one: model/relevance.py), so call sites group them by the forward line.
@@ -64,17 +89,11 @@ def life_spans(dev: DeviceModel, life_bytes: np.ndarray | None = None) -> LifeSp
     lives_linked = dev.block_life[linked]
     stack[lives_linked] = np.where(stack[lives_linked] >= 0, stack[lives_linked], block_stack[linked])
     untraced = np.nonzero((dev.blocks.state == ALLOCATED) & (dev.block_life == NONE))[0]
-    return LifeSpans(
-        start=np.concatenate([np.where(start == NONE, -1, start), np.full(len(untraced), -1, np.int64)]),
-        stop=np.concatenate([stop, np.full(len(untraced), n, np.int64)]),
-        size=np.concatenate([block_bytes(dev) if life_bytes is None else life_bytes,
-                             dev.blocks.size[untraced].astype(np.int64)]),
-        stack=np.concatenate([stack, block_stack[untraced].astype(np.int32)]),
-        n_events=n,
-    )
+    return LifeSpans(start=bounds.start, stop=bounds.stop, size=bounds.size,
+                     stack=np.concatenate([stack, block_stack[untraced].astype(np.int32)]), n_events=n)
 
 
-def allocated_curve(dev: DeviceModel, spans: LifeSpans | None = None) -> np.ndarray:
+def allocated_curve(dev: DeviceModel, spans: LifeSpans | LifeBounds | None = None) -> np.ndarray:
     """Allocated bytes after each event (int64, one value per event).
 
     A filtered export cannot be replayed (DeviceModel.partial_trace): its curve is the
@@ -82,7 +101,7 @@ def allocated_curve(dev: DeviceModel, spans: LifeSpans | None = None) -> np.ndar
     """
     if dev.partial_trace:
         return np.full(len(dev.trace), dev.allocated, np.int64)
-    spans = spans if spans is not None else life_spans(dev)
+    spans = spans if spans is not None else life_bounds(dev)
     n = spans.n_events
     if n == 0:
         return np.zeros(0, np.int64)
@@ -126,5 +145,10 @@ def reserved_curve(dev: DeviceModel) -> np.ndarray:
     by_action = np.zeros(max(int(trace.action.max()), max(act.SEGMENT_ACTIONS)) + 1, np.int64)
     by_action[list(act.SEGMENT_START)] = 1
     by_action[list(act.SEGMENT_END)] = -1
-    curve = np.cumsum(by_action[trace.action] * trace.size.astype(np.int64))
+    # Segment events are few: their signed sizes go into one zeroed column, summed once.
+    sign = by_action.astype(np.int8)[trace.action]
+    events = np.flatnonzero(sign)
+    delta = np.zeros(n, np.int64)
+    delta[events] = sign[events] * trace.size[events].astype(np.int64)
+    curve = np.cumsum(delta, out=delta)
     return curve + max(dev.reserved - int(curve[-1]), 0)

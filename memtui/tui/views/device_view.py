@@ -11,7 +11,7 @@ from functools import cached_property
 
 import numpy as np
 
-from memtui.analysis.live import allocated_curve, life_spans, reserved_curve
+from memtui.analysis.live import allocated_curve, life_bounds, reserved_curve
 from memtui.model import DeviceModel, Snapshot
 from memtui.replay import Replayer
 
@@ -74,7 +74,7 @@ def build_device_view(snapshot: Snapshot, d: int,
     if curves is not None:
         allocated, reserved = curves
     else:
-        allocated = allocated_curve(device, life_spans(device, replayer.life_bytes))  # block sizes worked out once
+        allocated = allocated_curve(device, life_bounds(device, replayer.life_bytes))  # block sizes worked out once
         reserved = reserved_curve(device)
     t0 = device.time_origin_us
     return DeviceView(snapshot, device, replayer, allocated, reserved, t0, _annotation_marks(snapshot, device))
