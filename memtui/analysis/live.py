@@ -111,7 +111,8 @@ def allocated_curve(dev: DeviceModel, spans: LifeSpans | LifeBounds | None = Non
     # Fresh memory is dear at 10M events (each 80 MB array is page-faulted in), so the sums
     # are made in as few arrays as they can: one column of changes, one curve.
     sizes = spans.size.astype(np.float64)
-    delta = np.bincount(spans.start[started], weights=sizes[started], minlength=n + 1)
+    # (float64 even with no weights to sum: bincount of nothing gives integers)
+    delta = np.bincount(spans.start[started], weights=sizes[started], minlength=n + 1).astype(np.float64, copy=False)
     delta -= np.bincount(spans.stop, weights=sizes, minlength=n + 1)
     curve = np.cumsum(delta[:n], out=delta[:n]).astype(np.int64)  # exact: whole bytes far below 2**53
     curve += int(spans.size[~started].sum())
