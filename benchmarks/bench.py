@@ -28,6 +28,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 CHILD = HERE / "bench_child.py"
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+import terminal  # noqa: E402  (benchmarks/terminal.py)
 
 LARGE = 5_000_000  # events from which the large-file targets apply
 
@@ -46,10 +49,15 @@ PROCESS_ROWS = [
     ("first memtui info (prints, then writes the cache)", "proc_info_first.time_s", "time",
      {"large": ("ratio", 0.10)}, "<= 0.10x at 10M", "proc_pickle"),
     ("first memtui info peak RSS", "proc_info_first.peak_rss", "mem", None, "", "proc_pickle"),
-    ("explorer, first full screen (warm cache)", "tui.screen_wall_s", "time", {"large": ("abs", 1.0)},
-     "<= 1 s at 10M", "proc_pickle"),
-    ("explorer, first full screen (cold: first open ever)", "tui_cold.screen_wall_s", "time",
-     {"large": ("ratio", 0.15)}, "<= 0.15x at 10M", "proc_pickle"),
+    ("explorer in a terminal (tmux), first full screen, warm cache", "term_warm.screen_s", "time",
+     {"large": ("abs", 1.0)}, "<= 1 s at 10M", "proc_pickle"),
+    ("the same, cold (first open ever)", "term_cold.screen_s", "time", {"large": ("ratio", 0.15)},
+     "<= 0.15x at 10M", "proc_pickle"),
+    ("keys in the terminal p50 / p95 (warm)", "term_warm.keys", "key", ("abs", 0.050), "p95 <= 50 ms",
+     "proc_pickle"),
+    ("explorer under Pilot, first full screen (warm cache)", "tui.screen_wall_s", "time", None,
+     "Pilot waits for the app to be idle", "proc_pickle"),
+    ("the same, cold", "tui_cold.screen_wall_s", "time", None, "", "proc_pickle"),
 ]
 ROWS = [
     ("pickle.load", "pickle.time_s", "time", None, "baseline", "pickle"),
@@ -149,6 +157,33 @@ class Runner:
         return out
 
 
+def terminal_runs(path: str, runner: Runner, cache_dir: str, skip: bool, repeat: int, note) -> dict:
+    """The explorer's first full screen in tmux, cold (a new cache folder) and warm (the
+    folder the cold run just wrote), taken in turn; medians, and the keys of the warm runs."""
+    if skip:
+        return {"term_cold": {"note": "skipped"}, "term_warm": {"note": "skipped"}}
+    if not terminal.available():
+        return {"term_cold": {"note": "tmux not installed"}, "term_warm": {"note": "tmux not installed"}}
+    runs: dict[str, list[dict]] = {"term_cold": [], "term_warm": []}
+    for k in range(repeat):
+        folder = tempfile.mkdtemp(dir=cache_dir)
+        for mode in ("term_cold", "term_warm"):
+            note(f"{mode} ({k + 1}/{repeat})")
+            argv = runner.command([sys.executable, "-m", "memtui", "--cache-dir", folder, path], None)
+            runs[mode].append(terminal.first_screen(argv, runner.env))
+    out = {}
+    for mode, measured in runs.items():
+        good = [m for m in measured if "error" not in m]
+        if not good:
+            out[mode] = measured[0]
+            continue
+        out[mode] = {"screen_s": statistics.median(m["screen_s"] for m in good), "runs": len(good),
+                     "screens_s": sorted(m["screen_s"] for m in good),
+                     "keys": {"p50": statistics.median(m["keys_p50_s"] for m in good),
+                              "p95": max(m["keys_p95_s"] for m in good)}}
+    return out
+
+
 def median_run(measured: list[dict]) -> dict:
     """The median time and the median peak of the runs that worked (with how many there were)."""
     good = [m for m in measured if "error" in m] if all("error" in m for m in measured) else \
@@ -191,6 +226,7 @@ def bench_file(path: str, runner: Runner, limit_gb: float | None, skip_tui: bool
                 runs[mode].append(runner.process(argv() if callable(argv) else argv, limit))
         for mode, measured in runs.items():
             results[mode] = median_run(measured)
+        results.update(terminal_runs(path, runner, cache_dir, skip_tui or "term" in skip, repeat, note))
         steps = [("pickle", limit_gb)]
         if importlib.util.find_spec("torch") is not None:
             steps.append(("viz", limit_gb))
