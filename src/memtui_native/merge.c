@@ -403,6 +403,19 @@ static int merge_worker(Scanner *s, Worker *w, int *discard)
     /* the worker's memo slots, after the ones before its range, and its rows: planned here,
      * then copied at once, each piece on a thread */
     if (w->wm.own && memo_reserve(s, base + w->wm.own)) goto out;
+    /* A chunk of the memo that holds the worker's own slots only is taken over as it is (its
+     * slots are mapped in place below) rather than copied: at 10M events the slots are
+     * about 100 MB, which would otherwise be held twice while the ranges are merged. The
+     * main memo's chunk there was reserved just now and never written. */
+    if (ws->guess >= 0) {
+        int64_t whole_from = (base + MEMO_CHUNK - 1) >> MEMO_CHUNK_BITS, whole_to = (base + w->wm.own) >> MEMO_CHUNK_BITS;
+        for (int64_t k = whole_from; k < whole_to; k++) {
+            if (!VEC_AT(&ws->memo_own, uint8_t, k)) continue;
+            free(s->memo[k]);
+            s->memo[k] = ws->memo[k];
+            VEC_AT(&ws->memo_own, uint8_t, k) = 0;  /* the main scanner's now: worker_free leaves it */
+        }
+    }
     MergePiece pieces[9 + MEMO_PIECES];
     int n_pieces = 0;
     for (int k = 0; k < MEMO_PIECES; k++) {
