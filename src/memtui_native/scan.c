@@ -14,6 +14,9 @@
 #include "scanner.h"
 
 #include <stdlib.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #define MAX_STACK (1 << 22)
 
@@ -740,10 +743,27 @@ static int run(Scanner *s, Cur *c)
 
 /* ---- the Python type -------------------------------------------------------------------------- */
 
+/* glibc serves blocks of up to 32 MB from its arenas, and a block freed there (a worker's
+ * memo chunk or column, once merged) stays resident until the arena's top is free. Blocks
+ * from 1 MiB are mapped of their own instead, so freeing them gives the memory back at
+ * once: at 10M events on 2 cores the peak fell from 698 to 577 MB and the open took less
+ * time (fewer pages touched twice). Process-wide and once: memtui is the program. */
+static void map_large_blocks(void)
+{
+#if defined(__GLIBC__)
+    static int done = 0;
+    if (!done) {
+        mallopt(M_MMAP_THRESHOLD, 1 << 20);
+        done = 1;
+    }
+#endif
+}
+
 static int Scanner_init(Scanner *s, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {NULL};
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "", kwlist)) return -1;
+    map_large_blocks();
     if (frametables_init(&s->ft) < 0) return -1;
     const char *reason = NULL;
     s->empty_str = str_intern(&s->strings, "", 0, &reason);
