@@ -25,19 +25,20 @@ from tests.conftest import ROOT
 from tests.fixtures.interrupt_runs import default_signals, measure_duration, run_once
 from tests.fixtures.tiny_snapshot import write_tiny_snapshot
 
-# The cache write stalls in one write (a slow disk), or crawls through its pieces.
-STALLED_WRITE = """
+# The cache write stalls in one write (a slow disk), or crawls through its pieces: the
+# cache file's writes go through a wrapper that waits ``{wait}`` before each.
+DELAYED_WRITES = """
 import sys, time
 import memtui.cache.fileformat as fileformat
+fileformat._PIECE = {piece}
 real_write = fileformat.os.fdopen
 
-class Stalls:
+class Delayed:
     def __init__(self, fh):
         self.fh, self.calls = fh, 0
     def write(self, data):
         self.calls += 1
-        if self.calls == 3:  # past the header and the metadata: the data blocks
-            time.sleep(120)
+        time.sleep({wait})
         return self.fh.write(data)
     def __getattr__(self, name):
         return getattr(self.fh, name)
@@ -46,33 +47,13 @@ class Stalls:
     def __exit__(self, *exc):
         return self.fh.__exit__(*exc)
 
-fileformat.os.fdopen = lambda fd, mode: Stalls(real_write(fd, mode))
+fileformat.os.fdopen = lambda fd, mode: Delayed(real_write(fd, mode))
 from memtui.cli import main
 sys.exit(main(sys.argv[1:]))
 """
-SLOW_PIECES = """
-import sys, time
-import memtui.cache.fileformat as fileformat
-fileformat._PIECE = 256
-real_write = fileformat.os.fdopen
-
-class Slow:
-    def __init__(self, fh):
-        self.fh = fh
-    def write(self, data):
-        time.sleep(0.01)
-        return self.fh.write(data)
-    def __getattr__(self, name):
-        return getattr(self.fh, name)
-    def __enter__(self):
-        return self
-    def __exit__(self, *exc):
-        return self.fh.__exit__(*exc)
-
-fileformat.os.fdopen = lambda fd, mode: Slow(real_write(fd, mode))
-from memtui.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
+# past the header and the metadata, the first data block waits two minutes
+STALLED_WRITE = DELAYED_WRITES.format(piece=8 << 20, wait="120 if self.calls == 3 else 0")
+SLOW_PIECES = DELAYED_WRITES.format(piece=256, wait=0.01)
 
 
 def partial_files(folder: Path) -> list[Path]:
