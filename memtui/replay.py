@@ -59,6 +59,38 @@ class IntervalIndex:
         self.checkpoint_offsets = np.zeros(n_cp + 1, np.int64)
         np.cumsum(np.bincount(cps, minlength=n_cp)[:n_cp], out=self.checkpoint_offsets[1:])
 
+    # What is kept of a built index (memtui/cache/index_store.py): everything but the
+    # intervals themselves, which the replayer has.
+    KEPT = ("by_start", "sorted_start", "checkpoint_ids", "checkpoint_offsets")
+
+    def kept_arrays(self) -> dict[str, np.ndarray]:
+        return {name: getattr(self, name) for name in self.KEPT}
+
+    @classmethod
+    def from_kept(cls, start: np.ndarray, end: np.ndarray, n_points: int, stride: int,
+                  arrays: dict[str, np.ndarray]) -> IntervalIndex:
+        """The index of these intervals from what :meth:`kept_arrays` gave; ValueError when
+        the arrays cannot be the index of these intervals (lengths, ranges, order)."""
+        index = cls.__new__(cls)
+        index.start, index.end = start.astype(np.int64), end.astype(np.int64)
+        index.stride = int(stride)
+        by_start, sorted_start = arrays["by_start"], arrays["sorted_start"]
+        ids, offsets = arrays["checkpoint_ids"], arrays["checkpoint_offsets"]
+        n = len(index.start)
+        if index.stride < 1 or len(by_start) != n or len(sorted_start) != n \
+                or len(offsets) != n_points // index.stride + 3:
+            raise ValueError("an index of other intervals")
+        if n and (int(by_start.min()) < 0 or int(by_start.max()) >= n
+                  or not np.array_equal(index.start[by_start], sorted_start)):
+            raise ValueError("an index whose order is not of these intervals")
+        if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= n):
+            raise ValueError("checkpoints naming intervals that are not there")
+        if offsets[0] != 0 or offsets[-1] != len(ids) or (len(offsets) > 1 and bool((np.diff(offsets) < 0).any())):
+            raise ValueError("checkpoint offsets out of order")
+        index.by_start, index.sorted_start = by_start, sorted_start
+        index.checkpoint_ids, index.checkpoint_offsets = ids, offsets
+        return index
+
     @property
     def nbytes(self) -> int:
         return int(self.checkpoint_ids.nbytes + self.checkpoint_offsets.nbytes + self.by_start.nbytes
@@ -347,6 +379,21 @@ class Replayer:
         then :meth:`state_at` finds the open lives by one pass over them instead."""
         getattr(self, "blocks")  # noqa: B009 (built by __getattr__ where missing)
         getattr(self, "segments")  # noqa: B009
+
+    def kept_indexes(self) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+        """Both built indexes as arrays and their strides, to keep beside the model cache."""
+        arrays = {f"{name}.{key}": value for name in ("blocks", "segments")
+                  for key, value in getattr(self, name).kept_arrays().items()}
+        return arrays, {name: getattr(self, name).stride for name in ("blocks", "segments")}
+
+    def adopt_indexes(self, arrays: dict[str, np.ndarray], strides: dict[str, int]) -> None:
+        """Both indexes from :meth:`kept_indexes` of an earlier open of the same model;
+        ValueError (and nothing changed) when they do not fit this replayer."""
+        blocks = IntervalIndex.from_kept(self._life_start, self._life_end, self.n_events, strides["blocks"],
+                                         {k: arrays[f"blocks.{k}"] for k in IntervalIndex.KEPT})
+        segments = IntervalIndex.from_kept(self._seg_start, self._seg_end, self.n_events, strides["segments"],
+                                           {k: arrays[f"segments.{k}"] for k in IntervalIndex.KEPT})
+        self.blocks, self.segments = blocks, segments
 
     def _open(self, name: str, start: np.ndarray, end: np.ndarray, i: int) -> np.ndarray:
         # The index where it is built; else every interval checked, which is what the index

@@ -202,6 +202,11 @@ class ModelCache:
             _unfinished.discard(done)
         self._writers.clear()
 
+    def stopping(self) -> bool:
+        """Whether the writes are being abandoned (the process ends on a signal): a writer
+        asks between pieces and stops, leaving no file."""
+        return self._abandoned.is_set()
+
     def _write_in_background(self, task: Callable[[], None], done: threading.Event) -> None:
         try:
             if not self._abandoned.is_set():

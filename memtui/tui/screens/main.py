@@ -164,7 +164,7 @@ class MainScreen(Screen):
 
     @work(thread=True, group="index")
     def _index_view(self, view: DeviceView) -> None:
-        view.replayer.build_indexes()
+        view.index_replayer()
 
     # -- the cursor ----------------------------------------------------------------
     def go_to(self, event: int) -> bool:

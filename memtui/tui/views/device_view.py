@@ -6,6 +6,7 @@ Pure numpy: no textual import, so it can be built in a thread and tested alone.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -43,6 +44,19 @@ class DeviceView:
     reserved: np.ndarray  # reserved bytes after each event
     t0: float  # time of the first event with a time, for relative times
     annotations: AnnotationMarks
+    # Where the replayer's indexes were kept by an earlier open (memtui/cache/index_store.py):
+    # read_kept_index gives them to the replayer (False: none, build them); keep_index keeps
+    # them once built. None where there is no cache.
+    read_kept_index: Callable[[], bool] | None = None
+    keep_index: Callable[[], None] | None = None
+
+    def index_replayer(self) -> None:
+        """The time-travel indexes, read where an earlier open kept them, else built and kept."""
+        if self.replayer.indexed or (self.read_kept_index is not None and self.read_kept_index()):
+            return
+        self.replayer.build_indexes()
+        if self.keep_index is not None:
+            self.keep_index()
 
     @property
     def n_events(self) -> int:

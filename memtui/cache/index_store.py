@@ -1,0 +1,82 @@
+"""The explorer's time-travel index, kept beside the model cache.
+
+The replayer's interval indexes (memtui/replay.py) take about a second to build at 10M
+events, in a worker after the first screen; keys pressed meanwhile share the machine with
+it. They are a function of the model alone, so once built they are kept beside its cache
+entry (one file per device, in the model cache's own verified format) and read on the next
+open instead of built. A file that does not fit the model is removed and the index built.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from memtui import __version__
+from memtui.cache import ModelCache
+from memtui.cache.fileformat import CorruptCache, WriteStopped, read_cache_file, write_cache_file
+from memtui.replay import Replayer
+
+log = logging.getLogger("memtui.cache")
+
+# Part of the file name, with memtui's version: an index built another way gets a new name.
+INDEX_VERSION = 1
+
+
+def index_path(cache: ModelCache, source: str | os.PathLike, device: int) -> str:
+    """Where the index of ``device`` of ``source`` is kept (raises OSError if ``source``
+    cannot be read). Not ``.mtc``: the cache prunes those as model entries."""
+    return os.path.join(cache.folder, f"{cache.key(source)}.index{INDEX_VERSION}-{__version__}.d{device}.idx")
+
+
+def load_index(cache: ModelCache | None, source, device: int, replayer: Replayer) -> bool:
+    """Give ``replayer`` the indexes kept for ``device`` of ``source``; False when there are
+    none (or none that fit: that file is removed, so the next one written is right)."""
+    if cache is None or cache.disabled or not isinstance(source, (str, os.PathLike)):
+        return False
+    try:
+        path = index_path(cache, source, device)
+        if not os.path.exists(path):
+            return False
+    except OSError:
+        return False
+    try:
+        arrays, meta = read_cache_file(path)
+        strides = meta.get("strides")
+        if not isinstance(strides, dict) or not all(isinstance(strides.get(k), int) for k in ("blocks", "segments")):
+            raise CorruptCache("no strides")
+        replayer.adopt_indexes(arrays, strides)
+    except (CorruptCache, KeyError, ValueError, TypeError) as exc:
+        log.info("index for %s not read (%s); built again", source, exc)
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        return False
+    except OSError:
+        return False
+    return True
+
+
+def store_index_later(cache: ModelCache | None, source, device: int, replayer: Replayer) -> None:
+    """Keep ``replayer``'s built indexes for the next open, in a background writer held
+    back like the model's writes."""
+    if cache is None or cache.disabled or not isinstance(source, (str, os.PathLike)) or not replayer.indexed:
+        return
+    try:
+        path = index_path(cache, source, device)
+    except OSError:
+        return
+    if os.path.exists(path):
+        return
+    arrays, strides = replayer.kept_indexes()
+    cache.write_later(lambda: _write(cache, path, arrays, strides))
+
+
+def _write(cache: ModelCache, path: str, arrays: dict, strides: dict[str, int]) -> None:
+    if not cache.check_writable():
+        return
+    try:
+        write_cache_file(path, arrays, {"strides": strides}, stop=cache.stopping)
+    except WriteStopped:
+        pass  # the process is ending on a signal; nothing of the file is left
