@@ -52,6 +52,17 @@ def default_cache_dir() -> str:
     return os.path.join(base, "memtui")
 
 
+def beside_entry(cache: ModelCache | None, source, name: str) -> str | None:
+    """The path of a file kept beside ``source``'s model entry (``<key>.<name>``: pruned with
+    it), or None where there is no cache to use or ``source`` cannot be read."""
+    if cache is None or cache.disabled or not isinstance(source, (str, os.PathLike)):
+        return None
+    try:
+        return os.path.join(cache.folder, f"{cache.key(source)}.{name}")
+    except OSError:
+        return None
+
+
 def _stderr_warning(message: str) -> None:
     print(f"memtui: {message}", file=sys.stderr)
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from memtui import __version__
 from memtui.atomic import atomic_write, remove_quietly
-from memtui.cache import ModelCache
+from memtui.cache import ModelCache, beside_entry
 
 log = logging.getLogger("memtui.cache")
 
@@ -26,23 +26,21 @@ log = logging.getLogger("memtui.cache")
 CURVES_VERSION = 1
 
 
+def _name(device: int) -> str:
+    return f"curves{CURVES_VERSION}-{__version__}.d{device}.npy"
+
+
 def curves_path(cache: ModelCache, source: str | os.PathLike, device: int) -> str:
     """Where the curves of ``device`` of ``source`` are kept (raises OSError if ``source``
     cannot be read)."""
-    tag = f"curves{CURVES_VERSION}-{__version__}"
-    return os.path.join(cache.folder, f"{cache.key(source)}.{tag}.d{device}.npy")
+    return os.path.join(cache.folder, f"{cache.key(source)}.{_name(device)}")
 
 
 def load_curves(cache: ModelCache | None, source, device: int, n_events: int) -> tuple[np.ndarray, np.ndarray] | None:
     """(allocated, reserved) as kept for ``device`` of ``source`` (mapped, read-only), or None:
     no cache, none kept, or a file that is not two curves of ``n_events`` (then removed)."""
-    if cache is None or cache.disabled or not isinstance(source, (str, os.PathLike)):
-        return None
-    try:
-        path = curves_path(cache, source, device)
-        if not os.path.exists(path):
-            return None
-    except OSError:
+    path = beside_entry(cache, source, _name(device))
+    if path is None or not os.path.exists(path):
         return None
     try:
         curves = np.load(path, mmap_mode="r", allow_pickle=False)
@@ -59,16 +57,11 @@ def store_curves_later(cache: ModelCache | None, source, device: int, allocated:
                        reserved: np.ndarray) -> None:
     """Keep the curves of ``device`` of ``source`` for the next open, in a background writer
     held back like the model's writes (until the first screen is drawn)."""
-    if cache is None or cache.disabled or not isinstance(source, (str, os.PathLike)) or not len(allocated):
-        return
-    if isinstance(allocated, np.memmap):
+    if isinstance(allocated, np.memmap) or not len(allocated):
         return  # read from where they are kept: no need to hash the snapshot's ends again for the path
-    try:
-        path = curves_path(cache, source, device)
-    except OSError:
-        return
-    if os.path.exists(path):
-        return  # kept already
+    path = beside_entry(cache, source, _name(device))
+    if cache is None or path is None or os.path.exists(path):
+        return  # no cache, or kept already
     cache.write_later(lambda: _write(cache, path, allocated, reserved))
 
 

@@ -13,7 +13,7 @@ import logging
 import os
 
 from memtui import __version__
-from memtui.cache import ModelCache
+from memtui.cache import ModelCache, beside_entry
 from memtui.cache.fileformat import CorruptCache, WriteStopped, read_cache_file, write_cache_file
 from memtui.replay import Replayer
 
@@ -23,22 +23,21 @@ log = logging.getLogger("memtui.cache")
 INDEX_VERSION = 1
 
 
+def _name(device: int) -> str:
+    return f"index{INDEX_VERSION}-{__version__}.d{device}.idx"  # not .mtc: the cache prunes those as entries
+
+
 def index_path(cache: ModelCache, source: str | os.PathLike, device: int) -> str:
     """Where the index of ``device`` of ``source`` is kept (raises OSError if ``source``
-    cannot be read). Not ``.mtc``: the cache prunes those as model entries."""
-    return os.path.join(cache.folder, f"{cache.key(source)}.index{INDEX_VERSION}-{__version__}.d{device}.idx")
+    cannot be read)."""
+    return os.path.join(cache.folder, f"{cache.key(source)}.{_name(device)}")
 
 
 def load_index(cache: ModelCache | None, source, device: int, replayer: Replayer) -> bool:
     """Give ``replayer`` the indexes kept for ``device`` of ``source``; False when there are
     none (or none that fit: that file is removed, so the next one written is right)."""
-    if cache is None or cache.disabled or not isinstance(source, (str, os.PathLike)):
-        return False
-    try:
-        path = index_path(cache, source, device)
-        if not os.path.exists(path):
-            return False
-    except OSError:
+    path = beside_entry(cache, source, _name(device))
+    if path is None or not os.path.exists(path):
         return False
     try:
         arrays, meta = read_cache_file(path)
@@ -61,13 +60,8 @@ def load_index(cache: ModelCache | None, source, device: int, replayer: Replayer
 def store_index_later(cache: ModelCache | None, source, device: int, replayer: Replayer) -> None:
     """Keep ``replayer``'s built indexes for the next open, in a background writer held
     back like the model's writes."""
-    if cache is None or cache.disabled or not isinstance(source, (str, os.PathLike)) or not replayer.indexed:
-        return
-    try:
-        path = index_path(cache, source, device)
-    except OSError:
-        return
-    if os.path.exists(path):
+    path = beside_entry(cache, source, _name(device))
+    if cache is None or path is None or not replayer.indexed or os.path.exists(path):
         return
     arrays, strides = replayer.kept_indexes()
     cache.write_later(lambda: _write(cache, path, arrays, strides))
