@@ -109,104 +109,19 @@ static void lives_free(Lives *o)
     memset(o, 0, sizeof(*o));
 }
 
-/* The pairing itself; no Python call in here, so it runs without the GIL (the block lives
- * and the segment lives of a trace are computed at once, on two threads). */
-static int pair_lives(const IntView *action_v, const IntView *addr_v, const IntView *size_v, const uint8_t *roles,
-                      Lives *o)
-{
-    const IntView action = *action_v, addr = *addr_v, size = *size_v;
-    Py_ssize_t n = action.n;
-    int err = PAIR_NO_MEMORY;
-    int32_t *ids = NULL, *rank = NULL;
-    AddrId *distinct = NULL;
-    Map64 map = {0};
-    Vec ends = {0}, lives_at = {0};  /* int32 per address id */
-
-    /* In event order: each event's address id (dense, from a hash map) and version (the
-     * ends before it at its address). An address's versions run 0..V without a gap (each
-     * event's is its predecessor's or one more), so its lives are V + 1 and a life's index
-     * is its address's first life plus its version, once addresses are in order. */
-    int32_t *event_version = o->event_version = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
-    int32_t *event_life = o->event_life = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
-    ids = malloc((size_t)(n ? n : 1) * sizeof(int32_t));  /* address id per event, -1 when not a life event */
-    if (!event_version || !event_life || !ids) goto done;
-    Py_ssize_t u = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        event_version[i] = event_life[i] = -1;
-        int64_t code = view_get(&action, i);
-        if (code < -32768 || code >= 32768 || !roles[code + 32768]) { ids[i] = -1; continue; }
-        uint64_t key = (uint64_t)view_get(&addr, i);
-        int32_t id = map64_get(&map, key, -1);
-        if (id < 0) {
-            id = (int32_t)u++;
-            if (map64_put(&map, key, id) < 0 || VEC_PUSH(&ends, int32_t, 0) || VEC_PUSH(&lives_at, int32_t, 0))
-                goto done;
-        }
-        ids[i] = id;
-        int32_t v = VEC_AT(&ends, int32_t, id);
-        event_version[i] = v;
-        if (v >= VEC_AT(&lives_at, int32_t, id)) VEC_AT(&lives_at, int32_t, id) = v + 1;
-        if (roles[code + 32768] & 4) VEC_AT(&ends, int32_t, id)++;
-    }
-    vec_free(&ends);
-    /* addresses in order; the first life of each */
-    distinct = malloc((size_t)(u ? u : 1) * sizeof(AddrId));
-    rank = malloc((size_t)(u ? u : 1) * sizeof(int32_t));  /* then: first life of each address id */
-    if (!distinct || !rank) goto done;
-    for (Py_ssize_t j = 0; j < map.cap; j++) {
-        if (map.values[j] == INT32_MIN) continue;
-        distinct[map.values[j]] = (AddrId){(int64_t)map.keys[j], map.values[j]};
-    }
-    map64_free(&map);
-    if (radix_sort(distinct, u) < 0) goto done;
-    int64_t total = 0;
-    for (Py_ssize_t r = 0; r < u; r++) {
-        rank[distinct[r].id] = (int32_t)total;
-        total += VEC_AT(&lives_at, int32_t, distinct[r].id);
-    }
-    if (total >= INT32_MAX) { err = PAIR_TOO_MANY; goto done; }
-    Py_ssize_t lives = (Py_ssize_t)total, cap = lives ? lives : 1;
-    int64_t *life_addr = o->life_addr = malloc((size_t)cap * sizeof(int64_t));
-    int32_t *version = o->version = malloc((size_t)cap * sizeof(int32_t));
-    int32_t *start = o->start = malloc((size_t)cap * sizeof(int32_t));
-    int32_t *request = o->request = malloc((size_t)cap * sizeof(int32_t));
-    int32_t *end = o->end = malloc((size_t)cap * sizeof(int32_t));
-    int64_t *life_size = o->life_size = malloc((size_t)cap * sizeof(int64_t));
-    if (!life_addr || !version || !start || !request || !end || !life_size) goto done;
-    for (Py_ssize_t l = 0; l < lives; l++) version[l] = start[l] = request[l] = end[l] = -1;
-    /* In event order again: the first event of a life gives its address and size (a start's
-     * size wins), and the first event of each role its start, request and end. */
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (ids[i] < 0) continue;
-        int32_t v = event_version[i], l = rank[ids[i]] + v;
-        uint8_t role = roles[view_get(&action, i) + 32768];
-        event_life[i] = l;
-        if (version[l] < 0) {
-            version[l] = v;
-            life_addr[l] = view_get(&addr, i);
-            life_size[l] = view_get(&size, i);
-        }
-        if ((role & 1) && start[l] < 0) { start[l] = (int32_t)i; life_size[l] = view_get(&size, i); }
-        if ((role & 2) && request[l] < 0) request[l] = (int32_t)i;
-        if ((role & 4) && end[l] < 0) end[l] = (int32_t)i;
-    }
-    o->lives = lives;
-    err = PAIR_OK;
-done:
-    vec_free(&ends);
-    vec_free(&lives_at);
-    map64_free(&map);
-    free(ids); free(rank); free(distinct);
-    if (err != PAIR_OK) lives_free(o);
-    return err;
-}
-
-/* ---- the same on several threads ------------------------------------------------------------
+/* ---- the pairing, on one thread or several ---------------------------------------------------
  *
- * Addresses are cut into ranges, one per thread, at quantiles of a sample; each thread pairs
- * the events of its range as pair_lives does (its own hash map, its own sort). Every address
- * of a range sorts before every address of the next, so a life's index is its range's first
- * life plus its index within the range: the same numbering, array for array. */
+ * In event order: each event's address id (dense, from a hash map) and version (the ends
+ * before it at its address). An address's versions run 0..V without a gap (each event's is
+ * its predecessor's or one more), so its lives are V + 1 and a life's index is its address's
+ * first life plus its version, once addresses are in order.
+ *
+ * On several threads, addresses are cut into ranges, one per thread, at quantiles of a
+ * sample; each thread pairs the events of its range (its own hash map, its own sort). Every
+ * address of a range sorts before every address of the next, so a life's index is its
+ * range's first life plus its index within the range: the numbering of one range of all
+ * addresses, array for array. No Python call in here, so it runs without the GIL (the block
+ * lives and the segment lives of a trace are also computed at once, on two threads). */
 
 enum { NO_PART = 255, MAX_PARTS = 64, SAMPLE = 1 << 16 };
 
@@ -335,6 +250,9 @@ static int compare_i64(const void *a, const void *b)
 /* Quantiles of the life events' addresses, from at most SAMPLE of them taken evenly. */
 static int choose_splits(PairShared *sh, int parts)
 {
+    sh->splits[parts - 1] = INT64_MAX;  /* never compared: part_of stops at the last range */
+    sh->parts = parts;
+    if (parts == 1) return 0;
     int64_t *sample = malloc(SAMPLE * sizeof(int64_t));
     if (!sample) return -1;
     Py_ssize_t k = 0, step = sh->n / SAMPLE + 1;
@@ -344,14 +262,12 @@ static int choose_splits(PairShared *sh, int parts)
     }
     qsort(sample, (size_t)k, sizeof(int64_t), compare_i64);
     for (int p = 0; p + 1 < parts; p++) sh->splits[p] = k ? sample[(Py_ssize_t)(p + 1) * k / parts] : 0;
-    sh->splits[parts - 1] = INT64_MAX;  /* never compared: part_of stops at the last range */
-    sh->parts = parts;
     free(sample);
     return 0;
 }
 
-static int pair_lives_parallel(const IntView *action, const IntView *addr, const IntView *size, const uint8_t *roles,
-                               int parts, Lives *o)
+static int pair_lives(const IntView *action, const IntView *addr, const IntView *size, const uint8_t *roles,
+                      int parts, Lives *o)
 {
     Py_ssize_t n = action->n;
     PairShared sh = {*action, *addr, *size, roles, n, NULL, NULL, {0}, 0, o};
@@ -433,8 +349,7 @@ PyObject *native_lifetimes(PyObject *self, PyObject *args)
         goto done;
     int err;
     Py_BEGIN_ALLOW_THREADS  /* the buffers stay exported, so the arrays cannot change meanwhile */
-    err = threads > 1 ? pair_lives_parallel(&action, &addr, &size, roles, threads < MAX_PARTS ? threads : MAX_PARTS, &o)
-                      : pair_lives(&action, &addr, &size, roles, &o);
+    err = pair_lives(&action, &addr, &size, roles, threads < 1 ? 1 : threads < MAX_PARTS ? threads : MAX_PARTS, &o);
     Py_END_ALLOW_THREADS
     if (err == PAIR_TOO_MANY) { PyErr_SetString(PyExc_OverflowError, "too many lives"); goto done; }
     if (err != PAIR_OK) { PyErr_NoMemory(); goto done; }
