@@ -196,7 +196,7 @@ static int plan_copy(ColumnCopy *c, IntCol *dst, const IntCol *src, int64_t n, c
             if (width_of(lut[i]) > width) width = width_of(lut[i]);
     }
     if (intcol_fit(dst, dst->n + n, width)) return -1;
-    *c = (ColumnCopy){NULL, dst->width, dst->n, src->data, src->width, n, lut, offset};
+    *c = (ColumnCopy){dst->data, dst->width, dst->n, src->data, src->width, n, lut, offset};
     dst->n += n;
     return 0;
 }
@@ -249,7 +249,6 @@ static int plan_rows(Trace *t, Trace *wt, int64_t rows, const Maps *m, const Vec
     const uint8_t *use = (const uint8_t *)w->s.deferred_use.data;
     for (int64_t v = -stack_off; v < n_stacks; v++)  /* deferred codes used as lists only: the others are no stacks */
         stacks[v + stack_off] = v <= -2 && !(use[-2 - v] & USE_LIST) ? -1 : map_sid(m, (int32_t)v);
-    IntCol *dsts[8] = {&t->action, &t->addr, &t->size, &t->stream, &t->stack, &t->ctx, &t->meta, &t->device_free};
     if (plan_copy(&copies[0], &t->action, &wt->action, rows, actions, 0, n_actions) ||
         plan_copy(&copies[1], &t->addr, &wt->addr, rows, NULL, 0, 0) ||
         plan_copy(&copies[2], &t->size, &wt->size, rows, NULL, 0, 0) ||
@@ -260,7 +259,6 @@ static int plan_rows(Trace *t, Trace *wt, int64_t rows, const Maps *m, const Vec
         plan_copy(&copies[7], &t->device_free, &wt->device_free, rows, NULL, 0, 0) ||
         vec_reserve(&t->time, t->time.n + rows, sizeof(double)))
         goto out;
-    for (int k = 0; k < 8; k++) copies[k].dst = dsts[k]->data;  /* after every column has grown */
     copies[8] = (ColumnCopy){(uint8_t *)t->time.data, 8, t->time.n, (const uint8_t *)wt->time.data, 0, rows, NULL, 0};
     t->time.n += rows;
     r = 0;
