@@ -95,30 +95,18 @@ class FrontEnds:
 
 
 def command_modules() -> dict[str, object]:
-    """Every command by name: a module of memtui.commands where there is one, else the
-    analysis's command made from its spec."""
-    import memtui.commands as package
-    from memtui.commands._analysis import SpecCommand
-    from memtui.services.catalog import SPECS
-
-    found: dict[str, object] = {spec.name: SpecCommand(spec) for spec in SPECS}
-    for info in pkgutil.iter_modules(package.__path__):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"memtui.commands.{info.name}")
-        found[getattr(module, "NAME", info.name)] = module
-    return found
+    """Every command by name (each as :func:`find_command` gives it; all of them imported)."""
+    return {name: find_command(name) for name in command_names()}
 
 
 def find_command(name: str) -> object | None:
-    """The command called ``name``, importing nothing of the others: a module of
-    memtui.commands named so (whose NAME is its file's name), else an analysis's spec."""
+    """The command called ``name``, importing nothing of the others: the module of
+    memtui.commands of that name (a module's NAME is its file's name, tested), else the
+    command made from the analysis's spec; None when there is no such command."""
     from memtui.services.catalog import SPECS
 
-    if name.isidentifier() and not name.startswith("_") and name in _module_names():
-        module = importlib.import_module(f"memtui.commands.{name}")
-        if getattr(module, "NAME", name) == name:
-            return module
+    if name in _module_names():
+        return importlib.import_module(f"memtui.commands.{name}")
     spec = next((s for s in SPECS if s.name == name), None)
     if spec is None:
         return None

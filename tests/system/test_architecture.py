@@ -96,3 +96,11 @@ def test_a_command_imports_its_own_analysis_and_no_other():
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["memtui.services.info", "memtui.services.info"]
+
+
+def test_every_command_module_is_named_as_its_file():
+    # The command line finds a command by its file's name without importing the others.
+    from memtui.cli import command_modules
+
+    for name, command in command_modules().items():
+        assert command is not None and getattr(command, "NAME", name) == name, name
