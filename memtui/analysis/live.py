@@ -62,7 +62,7 @@ def life_bounds(dev: DeviceModel, life_bytes: np.ndarray | None = None) -> LifeB
     n = len(dev.trace)
     stop = np.where(lives.request != NONE, lives.request, lives.end).astype(np.int64)
     stop[stop == NONE] = n
-    untraced = np.nonzero((dev.blocks.state == ALLOCATED) & (dev.block_life == NONE))[0]
+    untraced = _untraced_blocks(dev)
     return LifeBounds(
         start=np.concatenate([lives.start.astype(np.int64), np.full(len(untraced), -1, np.int64)]),  # NONE is -1
         stop=np.concatenate([stop, np.full(len(untraced), n, np.int64)]),
@@ -70,6 +70,12 @@ def life_bounds(dev: DeviceModel, life_bytes: np.ndarray | None = None) -> LifeB
                              dev.blocks.size[untraced].astype(np.int64)]),
         n_events=n,
     )
+
+
+def _untraced_blocks(dev: DeviceModel) -> np.ndarray:
+    """The snapshot's allocated blocks that no life of the trace accounts for, in the
+    order :func:`life_bounds` appends them after the lives."""
+    return np.nonzero((dev.blocks.state == ALLOCATED) & (dev.block_life == NONE))[0]
 
 
 def life_spans(dev: DeviceModel, life_bytes: np.ndarray | None = None) -> LifeSpans:
@@ -88,7 +94,7 @@ def life_spans(dev: DeviceModel, life_bytes: np.ndarray | None = None) -> LifeSp
     linked = np.nonzero(dev.block_life != NONE)[0]
     lives_linked = dev.block_life[linked]
     stack[lives_linked] = np.where(stack[lives_linked] >= 0, stack[lives_linked], block_stack[linked])
-    untraced = np.nonzero((dev.blocks.state == ALLOCATED) & (dev.block_life == NONE))[0]
+    untraced = _untraced_blocks(dev)
     return LifeSpans(start=bounds.start, stop=bounds.stop, size=bounds.size,
                      stack=np.concatenate([stack, block_stack[untraced].astype(np.int32)]), n_events=n)
 
