@@ -6,13 +6,15 @@ Pure numpy: no textual import, so it can be built in a thread and tested alone.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import os
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
 from memtui.analysis.live import allocated_curve, life_bounds, reserved_curve
+from memtui.cache import ModelCache
+from memtui.cache.index_store import load_index, store_index_later
 from memtui.model import DeviceModel, Snapshot
 from memtui.replay import Replayer
 
@@ -44,19 +46,19 @@ class DeviceView:
     reserved: np.ndarray  # reserved bytes after each event
     t0: float  # time of the first event with a time, for relative times
     annotations: AnnotationMarks
-    # Where the replayer's indexes were kept by an earlier open (memtui/cache/index_store.py):
-    # read_kept_index gives them to the replayer (False: none, build them); keep_index keeps
-    # them once built. None where there is no cache.
-    read_kept_index: Callable[[], bool] | None = None
-    keep_index: Callable[[], None] | None = None
+    # The model cache and the snapshot's file, where the replayer's indexes are kept from one
+    # open to the next (memtui/cache/index_store.py); None: built each time.
+    kept_with: tuple[ModelCache, str | os.PathLike] | None = None
 
     def index_replayer(self) -> None:
         """The time-travel indexes, read where an earlier open kept them, else built and kept."""
-        if self.replayer.indexed or (self.read_kept_index is not None and self.read_kept_index()):
+        if self.replayer.indexed:
+            return
+        if self.kept_with is not None and load_index(*self.kept_with, self.device.device, self.replayer):
             return
         self.replayer.build_indexes()
-        if self.keep_index is not None:
-            self.keep_index()
+        if self.kept_with is not None:
+            store_index_later(*self.kept_with, self.device.device, self.replayer)
 
     @property
     def n_events(self) -> int:

@@ -7,7 +7,6 @@ import os
 
 from memtui.cache import ModelCache
 from memtui.cache.curves import load_curves, store_curves_later
-from memtui.cache.index_store import load_index, store_index_later
 from memtui.model import Snapshot
 from memtui.tui.views.device_view import DeviceView, build_device_view
 
@@ -20,8 +19,7 @@ def prepare_view(snapshot: Snapshot, device: int | None, cache: ModelCache | Non
     model = snapshot.devices[d]
     view = build_device_view(snapshot, d, load_curves(cache, source, model.device, len(model.trace)))
     if cache is not None and source is not None:
-        view.read_kept_index = lambda: load_index(cache, source, model.device, view.replayer)
-        view.keep_index = lambda: store_index_later(cache, source, model.device, view.replayer)
+        view.kept_with = (cache, source)
     return view
 
 
