@@ -121,9 +121,14 @@ def narrowest(values: np.ndarray) -> np.ndarray:
         return values
     if not len(values):
         return values.astype(np.int8)
-    lo, hi = int(values.min()), int(values.max())
+    return values.astype(narrow_type(int(values.min()), int(values.max())), copy=False)
+
+
+def narrow_type(lo: int, hi: int) -> type[np.signedinteger]:
+    """The type :func:`narrowest` gives values from ``lo`` to ``hi`` (for callers that know
+    the bounds without a pass over the values)."""
     for dtype in _NARROW:
         info = np.iinfo(dtype)
         if info.min < lo and hi < info.max:
-            return values.astype(dtype, copy=False)
-    return values.astype(np.int64, copy=False)
+            return dtype
+    return np.int64

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from memtui.model.columns import narrowest, sort_codes
+from memtui.model.columns import narrow_type, sort_codes
 
 try:
     from memtui import _native as _compiled
@@ -35,6 +35,10 @@ use_native = _native is not None and not os.environ.get("MEMTUI_NO_NATIVE")
 # From this many events the compiled pairing splits the addresses between threads, one per
 # core (tests lower it so small files take the threaded path too).
 THREADS_FROM = 1 << 20
+# From this many events, lives said to be few (compute_lifetimes's ``few``) are paired on
+# their own events when these are at most SPARSE_SHARE of the trace (tests lower it too).
+SPARSE_FROM = 1 << 16
+SPARSE_SHARE = 0.25
 
 
 @dataclass
@@ -95,8 +99,15 @@ def compute_lifetimes(
     request_codes: tuple[int, ...],
     end_codes: tuple[int, ...],
     threads: int = 1,
+    few: bool = False,
 ) -> Lifetimes:
-    """``threads``: how many the compiled pairing may use on a long trace."""
+    """``threads``: how many the compiled pairing may use on a long trace. ``few``: the
+    caller expects these events to be a small part of the trace (the segments' among the
+    blocks'); where they are, only they are paired (the answer is the same)."""
+    if few and len(action) >= SPARSE_FROM:
+        taking_part = _taking_part(action, start_codes + request_codes + end_codes)
+        if len(taking_part) <= len(action) * SPARSE_SHARE:
+            return _lifetimes_of_some(taking_part, action, addr, size, start_codes, request_codes, end_codes)
     if use_native and addr.dtype == np.int64 and len(action) < 2**31 - 1:
         threads = threads if len(action) >= THREADS_FROM else 1
         lives = _native_lifetimes(action, addr, size, start_codes, request_codes, end_codes, threads)
@@ -105,21 +116,62 @@ def compute_lifetimes(
     return _narrow(lives, len(action))
 
 
+def _taking_part(action: np.ndarray, codes: tuple[int, ...]) -> np.ndarray:
+    """Where ``action`` is one of ``codes``, in trace order (a comparison per code: no sort)."""
+    mask = np.zeros(len(action), bool)
+    for code in set(codes):
+        mask |= action == code
+    return np.flatnonzero(mask)
+
+
+def _lifetimes_of_some(taking_part: np.ndarray, action: np.ndarray, addr: np.ndarray, size: np.ndarray,
+                       start_codes: tuple[int, ...], request_codes: tuple[int, ...],
+                       end_codes: tuple[int, ...]) -> Lifetimes:
+    """The lives of the events at ``taking_part`` (every event of these codes, in order):
+    paired among themselves, their trace indices and per-event columns mapped back. Two
+    per-event columns of one byte each instead of a pass writing two of four bytes."""
+    some = compute_lifetimes(action[taking_part], addr[taking_part], size[taking_part], start_codes,
+                             request_codes, end_codes)
+    n = len(action)
+
+    def in_trace(positions: np.ndarray) -> np.ndarray:
+        found = positions != NONE
+        out = np.full(len(positions), NONE, np.int32 if n < 2**31 else np.int64)
+        out[found] = taking_part[positions[found]]
+        return out
+
+    def per_event(values: np.ndarray) -> np.ndarray:
+        out = np.full(n, NONE, values.dtype)  # narrow already: NONE fits every narrowest dtype
+        out[taking_part] = values
+        return out
+
+    return Lifetimes(addr=some.addr, version=some.version, start=in_trace(some.start),
+                     request=in_trace(some.request), end=in_trace(some.end), size=some.size,
+                     event_version=per_event(some.event_version), event_life=per_event(some.event_life))
+
+
 def _narrow(lives: Lifetimes, n: int) -> Lifetimes:
     """Trace indices in int32 where they fit; per-event ids as narrow as they allow."""
     if n < 2**31:
         lives.start, lives.request, lives.end = (c.astype(np.int32, copy=False)
                                                  for c in (lives.start, lives.request, lives.end))
-    lives.event_version = narrowest(lives.event_version)
-    lives.event_life = narrowest(lives.event_life)
+    # The bounds come from the lives, not from a pass over every event: an event has its
+    # life's version, and every life has at least one event.
+    top_version = int(lives.version.max()) if len(lives) else NONE
+    lives.event_version = lives.event_version.astype(narrow_type(NONE, top_version), copy=False)
+    lives.event_life = lives.event_life.astype(narrow_type(NONE, len(lives) - 1), copy=False)
     return lives
 
 
 def _native_lifetimes(action: np.ndarray, addr: np.ndarray, size: np.ndarray, start_codes: tuple[int, ...],
                       request_codes: tuple[int, ...], end_codes: tuple[int, ...], threads: int = 1) -> Lifetimes:
-    parts = _native.lifetimes(np.ascontiguousarray(action), np.ascontiguousarray(addr), np.ascontiguousarray(size),
-                              tuple(start_codes), tuple(request_codes), tuple(end_codes), threads)
-    dtypes = (np.int64, np.int32, np.int32, np.int32, np.int32, np.int64, np.int32, np.int32)
+    *parts, version_width, life_width = _native.lifetimes(
+        np.ascontiguousarray(action), np.ascontiguousarray(addr), np.ascontiguousarray(size), tuple(start_codes),
+        tuple(request_codes), tuple(end_codes), threads)
+    # The per-event columns come narrowed (their widths given), as _narrow would make them.
+    by_width = {1: np.int8, 2: np.int16, 4: np.int32}
+    dtypes = (np.int64, np.int32, np.int32, np.int32, np.int32, np.int64, by_width[version_width],
+              by_width[life_width])
     a, version, start, request, end, life_size, event_version, event_life = (
         np.frombuffer(part, dtype) for part, dtype in zip(parts, dtypes))
     return Lifetimes(addr=a, version=version, start=start, request=request, end=end, size=life_size,

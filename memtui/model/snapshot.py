@@ -436,7 +436,7 @@ def _start_lifetimes(pool: ThreadPoolExecutor, trace: TraceColumns,
     """The allocations' and the segments' lifetimes of one trace, computed on ``pool``."""
     lives = pool.submit(_block_lifetimes, trace, blocks)
     segment_lives = pool.submit(compute_lifetimes, trace.action, trace.addr, trace.size, act.SEGMENT_START, (),
-                                act.SEGMENT_END)
+                                act.SEGMENT_END, few=True)
     return lives, segment_lives
 
 

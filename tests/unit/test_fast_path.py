@@ -565,3 +565,39 @@ def test_native_lifetimes_equal_numpy(n, seed, addresses, threads):
         for name in ("addr", "version", "start", "request", "end", "size", "event_version", "event_life"):
             a, b = getattr(got, name), getattr(want, name)
             assert a.dtype == b.dtype and np.array_equal(a, b), name
+
+
+LIFE_COLUMNS = ("addr", "version", "start", "request", "end", "size", "event_version", "event_life")
+
+
+@settings(max_examples=150, deadline=None)
+@given(n=st.integers(0, 400), seed=st.integers(0, 1 << 30), addresses=st.integers(1, 12),
+       share=st.sampled_from([0.02, 0.2, 0.6]))
+def test_lives_of_few_events_paired_alone_equal_the_whole_pairing(n, seed, addresses, share):
+    rng = np.random.default_rng(seed)
+    # Mostly block events, with a ``share`` of segment events among them.
+    action = np.where(rng.random(n) < share, rng.choice([act.SEGMENT_ALLOC, act.SEGMENT_FREE], n),
+                      rng.integers(0, 12, n)).astype(np.int8)
+    addr = (rng.integers(0, addresses, n) * 512).astype(np.int64)
+    size = rng.integers(1, 1 << 40, n).astype(np.int64)
+    for codes in ((act.SEGMENT_START, (), act.SEGMENT_END), (act.BLOCK_START, (act.FREE_REQUESTED,), act.BLOCK_END)):
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(lifetimes, "SPARSE_FROM", 0)
+            some = lifetimes.compute_lifetimes(action, addr, size, *codes, few=True)
+        whole = lifetimes.compute_lifetimes(action, addr, size, *codes)
+        for name in LIFE_COLUMNS:
+            a, b = getattr(some, name), getattr(whole, name)
+            assert a.dtype == b.dtype and np.array_equal(a, b), name
+
+
+@pytest.mark.parametrize("path", sample_files()[:12] + shared_files("*.pickle")[:8] + shared_files("big_trace*"),
+                         ids=lambda p: p.name)
+def test_segment_lives_of_real_traces_paired_alone_equal_the_whole_pairing(path, monkeypatch):
+    monkeypatch.setattr(lifetimes, "SPARSE_FROM", 0)
+    for dev in open_snapshot(path, cache=None).devices:
+        t = dev.trace
+        args = (t.action, t.addr, t.size, act.SEGMENT_START, (), act.SEGMENT_END)
+        some, whole = lifetimes.compute_lifetimes(*args, few=True), lifetimes.compute_lifetimes(*args)
+        for name in LIFE_COLUMNS:
+            a, b = getattr(some, name), getattr(whole, name)
+            assert a.dtype == b.dtype and np.array_equal(a, b), (path.name, name)
