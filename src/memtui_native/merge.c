@@ -182,6 +182,12 @@ typedef struct {
     int64_t n;
     const int32_t *lut;    /* each value v becomes lut[v + offset], when given */
     int64_t offset;
+    /* Taken over (plan_adopt): dst is the worker's own buffer, its rows still at the start;
+     * they move up by ``at`` rows and the trace's ``at`` earlier rows, ``front`` (``front_width``
+     * bytes each, 0: doubles), are written before them, then ``front`` is freed. */
+    int adopted;
+    uint8_t *front;
+    int front_width;
 } ColumnCopy;
 
 /* Plan: dst grows by n rows, wide enough for src's values (or the lut's). */
@@ -196,13 +202,58 @@ static int plan_copy(ColumnCopy *c, IntCol *dst, const IntCol *src, int64_t n, c
             if (width_of(lut[i]) > width) width = width_of(lut[i]);
     }
     if (intcol_fit(dst, dst->n + n, width)) return -1;
-    *c = (ColumnCopy){dst->data, dst->width, dst->n, src->data, src->width, n, lut, offset};
+    *c = (ColumnCopy){dst->data, dst->width, dst->n, src->data, src->width, n, lut, offset, 0, NULL, 0};
     dst->n += n;
+    return 0;
+}
+
+/* Plan the worker's column taken over instead of copied, where that copies less: the trace
+ * holds fewer rows than the worker brings (the first range after the few rows read in order)
+ * and nothing would widen the worker's values. Its buffer grows (realloc remaps a large
+ * block rather than copying it), so the copy is of the trace's rows, not the worker's
+ * millions, and no new memory is written for them. The same bytes as plan_copy's. */
+static int plan_adopt(ColumnCopy *c, IntCol *dst, IntCol *src, int64_t n)
+{
+    if (src->n != n || dst->n >= n || src->width < dst->width) return plan_copy(c, dst, src, n, NULL, 0, 0);
+    IntCol front = *dst;
+    if (intcol_fit(src, front.n + n, src->width)) return -1;
+    *c = (ColumnCopy){src->data, src->width, front.n, src->data, src->width, n, NULL, 0, 1, front.data, front.width};
+    *dst = (IntCol){src->data, front.n + n, src->cap, src->width};
+    *src = (IntCol){NULL, 0, 0, src->width};  /* the trace's now: the worker frees nothing of it */
+    return 0;
+}
+
+/* plan_adopt for the times (doubles). */
+static int plan_adopt_times(ColumnCopy *c, Vec *dst, Vec *src, int64_t n)
+{
+    if (src->n != n || dst->n >= n) {
+        if (vec_reserve(dst, dst->n + n, sizeof(double))) return -1;
+        *c = (ColumnCopy){(uint8_t *)dst->data, 8, dst->n, (const uint8_t *)src->data, 0, n, NULL, 0, 0, NULL, 0};
+        dst->n += n;
+        return 0;
+    }
+    Vec front = *dst;
+    if (vec_reserve(src, front.n + n, sizeof(double))) return -1;
+    *c = (ColumnCopy){src->data, 8, front.n, src->data, 0, n, NULL, 0, 1, front.data, 0};
+    *dst = (Vec){src->data, front.n + n, src->cap};
+    *src = (Vec){NULL, 0, 0};
     return 0;
 }
 
 static void run_copy(const ColumnCopy *c)
 {
+    if (c->adopted) {
+        int width = c->dst_width;  /* 8 for the times */
+        memmove(c->dst + c->at * width, c->dst, (size_t)c->n * (size_t)width);
+        if (!c->front_width) {
+            memcpy(c->dst, c->front, (size_t)c->at * 8);
+        } else {
+            IntCol front = {c->front, c->at, c->at, c->front_width};
+            for (int64_t i = 0; i < c->at; i++) intcol_set(c->dst, width, i, intcol_get(&front, i));
+        }
+        free(c->front);
+        return;
+    }
     if (!c->src_width) {
         memcpy(c->dst + c->at * 8, c->src, (size_t)c->n * 8);
         return;
@@ -249,18 +300,17 @@ static int plan_rows(Trace *t, Trace *wt, int64_t rows, const Maps *m, const Vec
     const uint8_t *use = (const uint8_t *)w->s.deferred_use.data;
     for (int64_t v = -stack_off; v < n_stacks; v++)  /* deferred codes used as lists only: the others are no stacks */
         stacks[v + stack_off] = v <= -2 && !(use[-2 - v] & USE_LIST) ? -1 : map_sid(m, (int32_t)v);
+    /* The columns whose values are not ids (no lut) can be taken over rather than copied. */
     if (plan_copy(&copies[0], &t->action, &wt->action, rows, actions, 0, n_actions) ||
-        plan_copy(&copies[1], &t->addr, &wt->addr, rows, NULL, 0, 0) ||
-        plan_copy(&copies[2], &t->size, &wt->size, rows, NULL, 0, 0) ||
-        plan_copy(&copies[3], &t->stream, &wt->stream, rows, NULL, 0, 0) ||
+        plan_adopt(&copies[1], &t->addr, &wt->addr, rows) ||
+        plan_adopt(&copies[2], &t->size, &wt->size, rows) ||
+        plan_adopt(&copies[3], &t->stream, &wt->stream, rows) ||
         plan_copy(&copies[4], &t->stack, &wt->stack, rows, stacks, stack_off, n_stacks + stack_off) ||
         plan_copy(&copies[5], &t->ctx, &wt->ctx, rows, (const int32_t *)ctx->data, 0, ctx->n) ||
         plan_copy(&copies[6], &t->meta, &wt->meta, rows, (const int32_t *)meta->data, 0, meta->n) ||
-        plan_copy(&copies[7], &t->device_free, &wt->device_free, rows, NULL, 0, 0) ||
-        vec_reserve(&t->time, t->time.n + rows, sizeof(double)))
+        plan_adopt(&copies[7], &t->device_free, &wt->device_free, rows) ||
+        plan_adopt_times(&copies[8], &t->time, &wt->time, rows))
         goto out;
-    copies[8] = (ColumnCopy){(uint8_t *)t->time.data, 8, t->time.n, (const uint8_t *)wt->time.data, 0, rows, NULL, 0};
-    t->time.n += rows;
     r = 0;
 out:
     luts[0] = actions;  /* the caller frees them once the copies are made */
@@ -421,7 +471,7 @@ static int merge_worker(Scanner *s, Worker *w, int *discard)
         if (j1 > j0) pieces[n_pieces++] = (MergePiece){.is_memo = 1, .memo = {&m, s, ws, base, j0, j1, 0}};
     }
     Trace *t = VEC_AT(&s->traces, Trace *, trace), *wt = VEC_AT(&ws->traces, Trace *, 0);
-    ColumnCopy copies[9];
+    ColumnCopy copies[9] = {{0}};
     if (map_local_values(t, &m, &wt->ctx_vals, 1, &ctx) || map_local_values(t, &m, &wt->meta_vals, 0, &meta)) goto out;
     int32_t *luts[2] = {NULL, NULL};
     int planned = plan_rows(t, wt, w->wm.rows, &m, &ctx, &meta, copies, luts);
@@ -431,7 +481,11 @@ static int merge_worker(Scanner *s, Worker *w, int *discard)
     }
     free(luts[0]);
     free(luts[1]);
-    if (planned) goto out;
+    if (planned) {  /* out of memory: the scan fails; the trace's rows taken over are let go */
+        for (int k = 0; k < 9; k++)
+            if (copies[k].adopted) free(copies[k].front);
+        goto out;
+    }
     for (int k = 0; k < n_pieces; k++)
         if (pieces[k].is_memo && pieces[k].memo.unexpected) {
             st = scan_fail(s, s->base, "a worker's memo slot of an unexpected kind");
