@@ -17,14 +17,17 @@ nothing can write back into the file.
 
 from __future__ import annotations
 
+import errno
 import io
 import mmap
 import os
 import pickle
 import struct
+import threading
 import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import numpy as np
 
@@ -42,6 +45,9 @@ _PIECE = 8 << 20  # a write stops within one piece of being asked to
 CRC_PIECE = 8 << 20  # one crc32 per piece of an array, so that many cores can check one array
 _FILL_FROM = 64 << 10  # a constant integer array from this size is stored as its value
 FILL_RATIO = 8  # the arrays given by their value take at most this many times the file's size
+
+
+_Item = TypeVar("_Item")
 
 
 class CorruptCache(Exception):
@@ -78,7 +84,7 @@ def write_cache_file(path: str, arrays: dict[str, np.ndarray], meta: dict,
         stored.append(array)
         offset += _aligned(array.nbytes)
     data = [memoryview(array).cast("B") if array.nbytes else memoryview(b"") for array in stored]
-    with _crc_pool() as pool:
+    with _core_pool() as pool:
         crcs = list(pool.map(_piece_crcs, data))
     entries = [entry for entry in table if "fill" not in entry]
     for entry, piece_crcs in zip(entries, crcs):
@@ -88,22 +94,20 @@ def write_cache_file(path: str, arrays: dict[str, np.ndarray], meta: dict,
     data_start = _aligned(_HEADER.size + len(meta_bytes))
     total = data_start + offset
     header = _HEADER.pack(MAGIC, FORMAT_VERSION, len(meta_bytes), zlib.crc32(meta_bytes), total)
+    head = header + meta_bytes + bytes(data_start - _HEADER.size - len(meta_bytes))
+    # Every piece starts at a page boundary of the file (each array does), so each can be
+    # mapped on its own; the padding after each array is the file's zeros.
+    pieces = [(data_start + entry["offset"] + at, view[at:at + _PIECE])
+              for entry, view in zip(entries, data) for at in range(0, len(view), _PIECE)]
 
     fd, tmp = make_temp_file(path)
     try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(header)
-            out.write(meta_bytes)
-            out.write(bytes(data_start - _HEADER.size - len(meta_bytes)))
-            for view in data:
-                for start in range(0, len(view), _PIECE):
-                    if stop():
-                        raise WriteStopped(path)
-                    out.write(view[start:start + _PIECE])
-                out.write(bytes(_aligned(len(view)) - len(view)))
-            out.flush()
-            if stop():
-                raise WriteStopped(path)
+        try:
+            written = _write_data(fd, head, pieces, total, stop)
+        finally:
+            os.close(fd)
+        if not written or stop():
+            raise WriteStopped(path)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -113,6 +117,75 @@ def write_cache_file(path: str, arrays: dict[str, np.ndarray], meta: dict,
         raise
     finally:
         temp_file_done(tmp)
+
+
+def _write_data(fd: int, head: bytes, pieces: list[tuple[int, memoryview]], total: int,
+                stop: Callable[[], bool]) -> bool:
+    """The file's ``total`` bytes: ``head`` at the start, each piece at its offset, zeros
+    between; False when ``stop`` said to stop.
+
+    The file's blocks are reserved first, then the pieces are copied into it through memory
+    maps on every core the process may use: filling the page cache is most of a cache
+    write's time, and writes to one file take turns (its lock), where page faults in its
+    mapping do not (on 2 cores 388 MB took 0.5 s instead of 1.1 s). Reserving the blocks
+    first is what makes the maps safe: a full disk is an error here, not a signal that ends
+    the process when a page is first written. Where the file system reserves nothing
+    (posix_fallocate unsupported), the pieces are written in turn.
+    """
+    os.pwrite(fd, head, 0)
+    try:
+        os.posix_fallocate(fd, 0, total)
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            raise
+        for at, piece in pieces:
+            if stop():
+                return False
+            _store_piece(fd, at, piece, mapped=False)
+        os.ftruncate(fd, total)
+        return True
+    return all(_each_on_cores(lambda item: not stop() and _store_piece(fd, *item, mapped=True), pieces))
+
+
+def _each_on_cores(task: Callable[[_Item], object], items: list[_Item]) -> list[object]:
+    """``task`` of each item, on a thread a core. Daemon threads, unlike a pool's: a piece
+    stuck on a slow disk must not hold up the end of a process that ends on a signal (the
+    cache abandons such a write and removes its file, see ModelCache.abandon)."""
+    results: list[object] = [None] * len(items)
+    errors: list[BaseException] = []
+    order = iter(range(len(items)))  # shared: each thread takes the next index (atomic)
+
+    def work() -> None:
+        for i in order:
+            try:
+                results[i] = task(items[i])
+            except BaseException as exc:  # noqa: BLE001 - raised in the calling thread below
+                errors.append(exc)
+                return
+
+    threads = [threading.Thread(target=work, name="memtui-cache-piece", daemon=True)
+               for _ in range(min(usable_cores(), 32, len(items)))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def _store_piece(fd: int, at: int, piece: memoryview, mapped: bool) -> bool:
+    """Write ``piece`` at offset ``at`` of ``fd``: copied into a map of just that part of
+    the file (numpy copies without the GIL), or written. True."""
+    if not mapped:
+        os.pwrite(fd, piece, at)
+        return True
+    skip = at % mmap.ALLOCATIONGRANULARITY  # a map starts at a multiple of it (a page, or 64 KiB)
+    with mmap.mmap(fd, skip + len(piece), offset=at - skip) as window:
+        target = np.frombuffer(window, np.uint8, len(piece), skip)
+        target[:] = np.frombuffer(piece, np.uint8)
+        del target  # the map cannot close while a view of it is alive
+    return True
 
 
 def _fill_value(array: np.ndarray) -> int | None:
@@ -134,8 +207,8 @@ def _piece_crcs(data: memoryview) -> list[int]:
     return crcs
 
 
-def _crc_pool() -> ThreadPoolExecutor:
-    """Threads on the cores this process may run on (crc32 lets go of the GIL)."""
+def _core_pool() -> ThreadPoolExecutor:
+    """Threads on the cores this process may run on (crc32 and numpy's copies let go of the GIL)."""
     return ThreadPoolExecutor(max_workers=min(usable_cores(), 32))
 
 
@@ -202,7 +275,7 @@ def read_cache_file(path: str) -> tuple[dict[str, np.ndarray], dict]:
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise CorruptCache(f"array table ({type(exc).__name__})") from None
     view = memoryview(mapped)
-    with _crc_pool() as pool:
+    with _core_pool() as pool:
         got = list(pool.map(lambda piece: zlib.crc32(view[piece[0]:piece[1]]), pieces))
     for (_, _, expected, name), crc in zip(pieces, got):
         if crc != expected:

@@ -25,34 +25,26 @@ from tests.conftest import ROOT
 from tests.fixtures.interrupt_runs import default_signals, measure_duration, run_once
 from tests.fixtures.tiny_snapshot import write_tiny_snapshot
 
-# The cache write stalls in one write (a slow disk), or crawls through its pieces: the
-# cache file's writes go through a wrapper that waits ``{wait}`` before each.
+# The cache write stalls in one piece (a slow disk), or crawls through its pieces: each piece
+# of the cache file's data goes through a wrapper that waits ``{wait}`` before it is stored.
 DELAYED_WRITES = """
-import sys, time
+import itertools, sys, time
 import memtui.cache.fileformat as fileformat
 fileformat._PIECE = {piece}
-real_write = fileformat.os.fdopen
+real_store = fileformat._store_piece
+counter = itertools.count(1)
 
-class Delayed:
-    def __init__(self, fh):
-        self.fh, self.calls = fh, 0
-    def write(self, data):
-        self.calls += 1
-        time.sleep({wait})
-        return self.fh.write(data)
-    def __getattr__(self, name):
-        return getattr(self.fh, name)
-    def __enter__(self):
-        return self
-    def __exit__(self, *exc):
-        return self.fh.__exit__(*exc)
+def delayed(*args, **kwargs):
+    calls = next(counter)
+    time.sleep({wait})
+    return real_store(*args, **kwargs)
 
-fileformat.os.fdopen = lambda fd, mode: Delayed(real_write(fd, mode))
+fileformat._store_piece = delayed
 from memtui.cli import main
 sys.exit(main(sys.argv[1:]))
 """
-# past the header and the metadata, the first data block waits two minutes
-STALLED_WRITE = DELAYED_WRITES.format(piece=8 << 20, wait="120 if self.calls == 3 else 0")
+# the first piece of data waits two minutes
+STALLED_WRITE = DELAYED_WRITES.format(piece=8 << 20, wait="120 if calls == 1 else 0")
 SLOW_PIECES = DELAYED_WRITES.format(piece=256, wait=0.01)
 
 

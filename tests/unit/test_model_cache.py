@@ -263,3 +263,62 @@ def test_a_stored_value_standing_for_more_than_the_file_can_is_refused(tmp_path)
                                              start) + meta + bytes(start - fileformat._HEADER.size - len(meta)))
     with pytest.raises(fileformat.CorruptCache, match="huge does not fit"):
         fileformat.read_cache_file(str(path))
+
+
+def _varied_arrays() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(7)
+    return {"ints": rng.integers(-5, 1 << 40, 300_001), "bytes": rng.integers(-9, 9, 70_003).astype(np.int8),
+            "times": rng.random(123_457), "empty": np.zeros(0, np.int32), "same": np.full(100_000, 3, np.int16)}
+
+
+@pytest.mark.parametrize("piece", [256, 4096, 1 << 20], ids=["piece-256", "piece-4k", "piece-1m"])
+def test_the_mapped_write_and_the_plain_one_give_the_same_file(tmp_path, monkeypatch, piece):
+    """Pieces copied through maps on many threads, or written in turn where the file system
+    reserves no blocks: the same bytes, read back whole."""
+    import errno
+
+    from memtui.cache import fileformat
+
+    monkeypatch.setattr(fileformat, "_PIECE", piece)
+    mapped, plain = str(tmp_path / "mapped.mtc"), str(tmp_path / "plain.mtc")
+    fileformat.write_cache_file(mapped, _varied_arrays(), {"k": 1})
+
+    def unsupported(fd, offset, length):
+        raise OSError(errno.EOPNOTSUPP, "not supported")
+
+    monkeypatch.setattr(fileformat.os, "posix_fallocate", unsupported)
+    fileformat.write_cache_file(plain, _varied_arrays(), {"k": 1})
+    assert open(mapped, "rb").read() == open(plain, "rb").read()
+    read, meta = fileformat.read_cache_file(mapped)
+    for name, array in _varied_arrays().items():
+        assert read[name].dtype == array.dtype and np.array_equal(read[name], array), name
+    assert meta["k"] == 1
+    assert sorted(os.listdir(tmp_path)) == ["mapped.mtc", "plain.mtc"]
+
+
+def test_a_full_disk_fails_the_write_before_any_piece_is_mapped(tmp_path, monkeypatch):
+    """Blocks are reserved before the pieces are copied through maps: a full disk is an
+    OSError (the cache is not written), not a signal ending the process at a page."""
+    import errno
+
+    from memtui.cache import fileformat
+
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    stored: list = []
+    monkeypatch.setattr(fileformat.os, "posix_fallocate", full)
+    monkeypatch.setattr(fileformat, "_store_piece", lambda *args, **kwargs: stored.append(args))
+    with pytest.raises(OSError, match="No space"):
+        fileformat.write_cache_file(str(tmp_path / "entry.mtc"), _varied_arrays(), {})
+    assert stored == [] and os.listdir(tmp_path) == []
+
+
+def test_a_write_asked_to_stop_between_pieces_leaves_nothing(tmp_path, monkeypatch):
+    from memtui.cache import fileformat
+
+    monkeypatch.setattr(fileformat, "_PIECE", 4096)
+    asked = iter(range(1_000_000))
+    with pytest.raises(fileformat.WriteStopped):
+        fileformat.write_cache_file(str(tmp_path / "entry.mtc"), _varied_arrays(), {}, stop=lambda: next(asked) > 20)
+    assert os.listdir(tmp_path) == []
