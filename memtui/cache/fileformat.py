@@ -192,8 +192,13 @@ def _fill_value(array: np.ndarray) -> int | None:
     """The one value of a large integer array that holds nothing else, else None."""
     if array.dtype.kind not in "biu" or array.nbytes < _FILL_FROM:
         return None
-    first = array.flat[0]
-    return int(first) if bool((array == first).all()) else None
+    flat = array.reshape(-1)
+    first = flat[0]
+    # Most columns differ within their first values, so those are compared first; the
+    # rest is read by its least and greatest value, with no temporary array of the size.
+    if not (flat[:4096] == first).all():
+        return None
+    return int(first) if flat.min() == first and flat.max() == first else None
 
 
 def _piece_crcs(data: memoryview) -> list[int]:

@@ -223,11 +223,13 @@ def test_a_cache_file_whose_metadata_lies_is_refused_at_once(tmp_path):
 def test_constant_arrays_are_stored_as_their_value_and_read_back_whole(tmp_path):
     from memtui.cache import fileformat
 
+    late = np.full(200_000, 7, np.int16)
+    late[-1] = 8  # the same value until its very end
     arrays = {"same": np.full(200_000, -1, np.int8), "varied": np.arange(200_000, dtype=np.int64),
-              "small_same": np.zeros(10, np.int32), "times": np.full(200_000, 1.5)}
+              "small_same": np.zeros(10, np.int32), "times": np.full(200_000, 1.5), "late": late}
     path = str(tmp_path / "entry.mtc")
     fileformat.write_cache_file(path, dict(arrays), {})
-    assert os.path.getsize(path) < 200_000 * 8 + 200_000 * 8 + (64 << 10)  # "same" took no bytes
+    assert os.path.getsize(path) < 200_000 * 8 + 200_000 * 8 + 200_000 * 2 + (64 << 10)  # "same" took no bytes
     read, meta = fileformat.read_cache_file(path)
     assert [e["name"] for e in meta["arrays"] if "fill" in e] == ["same"]
     for name, array in arrays.items():
