@@ -601,3 +601,34 @@ def test_segment_lives_of_real_traces_paired_alone_equal_the_whole_pairing(path,
         for name in LIFE_COLUMNS:
             a, b = getattr(some, name), getattr(whole, name)
             assert a.dtype == b.dtype and np.array_equal(a, b), (path.name, name)
+
+
+def test_the_traces_referred_to_outside_their_list_are_found_however_deep():
+    """The walk skips what holds only strings and numbers; a reference to the root, to the
+    list of traces or to a trace (the scanner's capsule) is found wherever it is."""
+    import datetime
+
+    from memtui.load.fast import _check_detached
+
+    capsule = datetime.datetime_CAPI  # a PyCapsule, as the scanner's trace placeholders
+    traces = [capsule]
+
+    def root_with(value) -> dict:
+        root = {"segments": [{"address": 1, "frames": [{"name": "f", "line": 3}]}], "device_traces": traces,
+                "external_annotations": [{"name": "a", "time_us": 1.5, "device": 0} for _ in range(50)]}
+        root["segments"][0]["frames"].append({"deep": [(1, "x", value)]})
+        return root
+
+    _check_detached(root_with(None))
+    _check_detached(root_with(b"bytes"))
+    for inside, message in ((capsule, "device trace"), (traces, "list of device traces")):
+        with pytest.raises(FastFallback, match=message):
+            _check_detached(root_with(inside))
+    root = root_with(None)
+    root["external_annotations"][7]["name"] = root
+    with pytest.raises(FastFallback, match="outside the root"):
+        _check_detached(root)
+    keyed = root_with(None)
+    keyed["allocator_settings"] = {(1, capsule): 2}  # a key that leads further
+    with pytest.raises(FastFallback, match="device trace"):
+        _check_detached(keyed)

@@ -172,6 +172,9 @@ def _feed_all(scanner, info, relay) -> int:
             raise FastFallback(f"{type(exc).__name__}: {str(exc)[:200]}") from None
 
 
+_LEAVES = frozenset({str, int, float, bool, bytes, type(None)})  # nothing is reached through these
+
+
 def _check_detached(root: dict) -> None:
     """Refuse (fall back) when anything but the root's own ``device_traces`` reaches the
     list of traces or a trace: such a reference would show the scanner's placeholders
@@ -192,8 +195,12 @@ def _check_detached(root: dict) -> None:
         if id(obj) in seen:
             continue
         seen.add(id(obj))
-        todo.extend(obj.values() if kind is dict else obj)
-        if kind is dict:
+        # Only what can lead further is walked: the thousands of annotation dicts hold
+        # strings and numbers alone, told by their types in one pass each.
+        children = obj.values() if kind is dict else obj
+        if not _LEAVES.issuperset(map(type, children)):
+            todo.extend(children)
+        if kind is dict and not _LEAVES.issuperset(map(type, obj.keys())):
             todo.extend(obj.keys())
 
 
