@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 # `run` executes the user's script, whose signals are its own; `serve` and `mcp` run event
 # loops that end on their own terms.
 SIGNALS_LEFT_ALONE = {"run", "serve", "mcp"}
+# The same three end as Python ends (memtui/__main__.py end): `run`'s script has its
+# objects finalized as under `python script.py`; the servers end on their own terms.
+ENDS_AS_PYTHON_DOES = SIGNALS_LEFT_ALONE
 # Commands that keep running (servers, live views, screens of several files): their cache
 # writes start as each model is built. Every other command answers first, then writes.
 WRITES_AS_BUILT = {"run", "serve", "mcp", "watch", "ranks", "diff"}
@@ -142,6 +145,14 @@ def main(argv: list[str] | None = None) -> int:
                 return _end_interrupted(exc, signals, started)
     except KeyboardInterrupt as exc:  # one that came before the handlers were in place
         return _end_interrupted(exc, signals, started)
+
+
+def ends_as_python_does(argv: list[str]) -> bool:
+    """Whether the command ``argv`` names must end with the interpreter's own teardown."""
+    from memtui.commands._common import take_cache_options
+
+    rest, _ = take_cache_options(argv)
+    return bool(rest) and rest[0] in ENDS_AS_PYTHON_DOES
 
 
 def _run(argv: list[str], started: list[ModelCache], signals: ExitSignals) -> int:
