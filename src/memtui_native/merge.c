@@ -172,12 +172,10 @@ static int map_local_values(Trace *t, const Maps *m, const Vec *vals, int is_ctx
 }
 
 /* One column's rows of a worker copied into the trace's: planned (the column made wide and
- * long enough) with the GIL, copied on a thread of its own once every range is planned
- * (merge_columns). The column's data and width are read when the copy runs: a later range
- * may have widened or moved the column since. */
+ * long enough) with the GIL, copied on a thread of its own. */
 typedef struct {
-    IntCol *col;           /* the trace column, or NULL for the times */
-    Vec *times;
+    uint8_t *dst;          /* the trace column's data */
+    int dst_width;
     int64_t at;            /* the first row the worker's rows go to */
     const uint8_t *src;
     int src_width;         /* 0: plain bytes (the times: 8 bytes a row, copied as they are) */
@@ -204,39 +202,39 @@ static int plan_copy(ColumnCopy *c, IntCol *dst, const IntCol *src, int64_t n, c
             if (width_of(lut[i]) > width) width = width_of(lut[i]);
     }
     if (intcol_fit(dst, dst->n + n, width)) return -1;
-    *c = (ColumnCopy){dst, NULL, dst->n, src->data, src->width, n, lut, offset, 0, NULL, 0};
+    *c = (ColumnCopy){dst->data, dst->width, dst->n, src->data, src->width, n, lut, offset, 0, NULL, 0};
     dst->n += n;
     return 0;
 }
 
-/* Plan the worker's column taken over instead of copied, where allowed (``may_adopt``) and
- * that copies less: the trace holds fewer rows than the worker brings (the first range
- * after the few rows read in order) and nothing would widen the worker's values. Its buffer grows (realloc remaps a large
+/* Plan the worker's column taken over instead of copied, where that copies less: the trace
+ * holds fewer rows than the worker brings (the first range after the few rows read in order)
+ * and nothing would widen the worker's values. Its buffer grows (realloc remaps a large
  * block rather than copying it), so the copy is of the trace's rows, not the worker's
  * millions, and no new memory is written for them. The same bytes as plan_copy's. */
-static int plan_adopt(ColumnCopy *c, IntCol *dst, IntCol *src, int64_t n, int may_adopt)
+static int plan_adopt(ColumnCopy *c, IntCol *dst, IntCol *src, int64_t n)
 {
-    if (!may_adopt || src->n != n || dst->n >= n || src->width < dst->width) return plan_copy(c, dst, src, n, NULL, 0, 0);
+    if (src->n != n || dst->n >= n || src->width < dst->width) return plan_copy(c, dst, src, n, NULL, 0, 0);
     IntCol front = *dst;
     if (intcol_fit(src, front.n + n, src->width)) return -1;
-    *c = (ColumnCopy){dst, NULL, front.n, NULL, src->width, n, NULL, 0, 1, front.data, front.width};
+    *c = (ColumnCopy){src->data, src->width, front.n, src->data, src->width, n, NULL, 0, 1, front.data, front.width};
     *dst = (IntCol){src->data, front.n + n, src->cap, src->width};
     *src = (IntCol){NULL, 0, 0, src->width};  /* the trace's now: the worker frees nothing of it */
     return 0;
 }
 
 /* plan_adopt for the times (doubles). */
-static int plan_adopt_times(ColumnCopy *c, Vec *dst, Vec *src, int64_t n, int may_adopt)
+static int plan_adopt_times(ColumnCopy *c, Vec *dst, Vec *src, int64_t n)
 {
-    if (!may_adopt || src->n != n || dst->n >= n) {
+    if (src->n != n || dst->n >= n) {
         if (vec_reserve(dst, dst->n + n, sizeof(double))) return -1;
-        *c = (ColumnCopy){NULL, dst, dst->n, (const uint8_t *)src->data, 0, n, NULL, 0, 0, NULL, 0};
+        *c = (ColumnCopy){(uint8_t *)dst->data, 8, dst->n, (const uint8_t *)src->data, 0, n, NULL, 0, 0, NULL, 0};
         dst->n += n;
         return 0;
     }
     Vec front = *dst;
     if (vec_reserve(src, front.n + n, sizeof(double))) return -1;
-    *c = (ColumnCopy){NULL, dst, front.n, NULL, 0, n, NULL, 0, 1, front.data, 0};
+    *c = (ColumnCopy){src->data, 8, front.n, src->data, 0, n, NULL, 0, 1, front.data, 0};
     *dst = (Vec){src->data, front.n + n, src->cap};
     *src = (Vec){NULL, 0, 0};
     return 0;
@@ -244,21 +242,20 @@ static int plan_adopt_times(ColumnCopy *c, Vec *dst, Vec *src, int64_t n, int ma
 
 static void run_copy(const ColumnCopy *c)
 {
-    uint8_t *dst = c->col ? c->col->data : (uint8_t *)c->times->data;
-    int dst_width = c->col ? c->col->width : 8;
-    if (c->adopted) {  /* the worker's rows, at the start, widened in place if the column was since */
-        memmove(dst + c->at * dst_width, dst, (size_t)c->n * (size_t)dst_width);
+    if (c->adopted) {
+        int width = c->dst_width;  /* 8 for the times */
+        memmove(c->dst + c->at * width, c->dst, (size_t)c->n * (size_t)width);
         if (!c->front_width) {
-            memcpy(dst, c->front, (size_t)c->at * 8);
+            memcpy(c->dst, c->front, (size_t)c->at * 8);
         } else {
             IntCol front = {c->front, c->at, c->at, c->front_width};
-            for (int64_t i = 0; i < c->at; i++) intcol_set(dst, dst_width, i, intcol_get(&front, i));
+            for (int64_t i = 0; i < c->at; i++) intcol_set(c->dst, width, i, intcol_get(&front, i));
         }
         free(c->front);
         return;
     }
     if (!c->src_width) {
-        memcpy(dst + c->at * 8, c->src, (size_t)c->n * 8);
+        memcpy(c->dst + c->at * 8, c->src, (size_t)c->n * 8);
         return;
     }
     const int64_t n = c->n, offset = c->offset;
@@ -266,7 +263,7 @@ static void run_copy(const ColumnCopy *c)
 #define COPY(DT, ST)                                                                                  \
     do {                                                                                              \
         const ST *sp = (const ST *)c->src;                                                            \
-        DT *dp = (DT *)dst + c->at;                                                                   \
+        DT *dp = (DT *)c->dst + c->at;                                                                \
         if (lut) for (int64_t i = 0; i < n; i++) dp[i] = (DT)lut[(int64_t)sp[i] + offset];            \
         else for (int64_t i = 0; i < n; i++) dp[i] = (DT)sp[i];                                        \
     } while (0)
@@ -277,7 +274,7 @@ static void run_copy(const ColumnCopy *c)
     case 4: COPY(DT, int32_t); break;                                                                 \
     default: COPY(DT, int64_t); break;                                                                \
     }
-    switch (dst_width) {
+    switch (c->dst_width) {
     case 1: BY_SRC(int8_t); break;
     case 2: BY_SRC(int16_t); break;
     case 4: BY_SRC(int32_t); break;
@@ -290,7 +287,7 @@ static void run_copy(const ColumnCopy *c)
 /* The worker's rows after the trace's, its ids mapped: planned here (the columns grown),
  * copied by the caller, each column on a thread of its own. */
 static int plan_rows(Trace *t, Trace *wt, int64_t rows, const Maps *m, const Vec *ctx, const Vec *meta,
-                     int may_adopt, ColumnCopy copies[9], int32_t **luts)
+                     ColumnCopy copies[9], int32_t **luts)
 {
     const Worker *w = m->w;
     Py_ssize_t n_actions = w->wm.actions, n_deferred = w->wm.deferred, n_stacks = w->wm.stacks;
@@ -305,14 +302,14 @@ static int plan_rows(Trace *t, Trace *wt, int64_t rows, const Maps *m, const Vec
         stacks[v + stack_off] = v <= -2 && !(use[-2 - v] & USE_LIST) ? -1 : map_sid(m, (int32_t)v);
     /* The columns whose values are not ids (no lut) can be taken over rather than copied. */
     if (plan_copy(&copies[0], &t->action, &wt->action, rows, actions, 0, n_actions) ||
-        plan_adopt(&copies[1], &t->addr, &wt->addr, rows, may_adopt) ||
-        plan_adopt(&copies[2], &t->size, &wt->size, rows, may_adopt) ||
-        plan_adopt(&copies[3], &t->stream, &wt->stream, rows, may_adopt) ||
+        plan_adopt(&copies[1], &t->addr, &wt->addr, rows) ||
+        plan_adopt(&copies[2], &t->size, &wt->size, rows) ||
+        plan_adopt(&copies[3], &t->stream, &wt->stream, rows) ||
         plan_copy(&copies[4], &t->stack, &wt->stack, rows, stacks, stack_off, n_stacks + stack_off) ||
         plan_copy(&copies[5], &t->ctx, &wt->ctx, rows, (const int32_t *)ctx->data, 0, ctx->n) ||
         plan_copy(&copies[6], &t->meta, &wt->meta, rows, (const int32_t *)meta->data, 0, meta->n) ||
-        plan_adopt(&copies[7], &t->device_free, &wt->device_free, rows, may_adopt) ||
-        plan_adopt_times(&copies[8], &t->time, &wt->time, rows, may_adopt))
+        plan_adopt(&copies[7], &t->device_free, &wt->device_free, rows) ||
+        plan_adopt_times(&copies[8], &t->time, &wt->time, rows))
         goto out;
     r = 0;
 out:
@@ -348,56 +345,26 @@ static void translate_memo(MemoCopy *c)
     }
 }
 
-/* One piece of a range's memo slots, translated on a thread of its own. */
+/* One piece of a merge that touches nothing another piece touches: a column's rows, or a
+ * run of memo slots. */
 enum { MEMO_PIECES = 4 };
 typedef struct {
+    int is_memo;
+    ColumnCopy copy;
     MemoCopy memo;
 } MergePiece;
 
 static void *run_piece(void *arg)
 {
     MergePiece *p = arg;
-    translate_memo(&p->memo);
+    if (p->is_memo) translate_memo(&p->memo);
+    else run_copy(&p->copy);
     return NULL;
 }
 
-/* The column copies planned by merge_worker, run together (merge_columns): at 16 ranges
- * each range's nine copies ran as one round after another. The luts they read and the
- * workers whose columns they read are kept until then. */
-typedef struct {
-    Vec copies;  /* ColumnCopy */
-    Vec luts;    /* int32_t *, freed once the copies are made */
-} PlannedCopies;
-
-static void *run_copy_piece(void *arg)
-{
-    run_copy(arg);
-    return NULL;
-}
-
-/* Every planned copy, on a thread each; the trace's columns are whole after this. */
-static void merge_columns(PlannedCopies *planned)
-{
-    run_parallel(run_copy_piece, planned->copies.data, sizeof(ColumnCopy), (int)planned->copies.n);
-    for (Py_ssize_t i = 0; i < planned->luts.n; i++) free(VEC_AT(&planned->luts, int32_t *, i));
-    planned->copies.n = planned->luts.n = 0;
-}
-
-/* Undo of planning that failed (out of memory, the scan fails): the trace rows taken over
- * are let go, the luts freed. */
-static void drop_planned(PlannedCopies *planned)
-{
-    for (Py_ssize_t i = 0; i < planned->copies.n; i++)
-        if (VEC_AT(&planned->copies, ColumnCopy, i).adopted) free(VEC_AT(&planned->copies, ColumnCopy, i).front);
-    for (Py_ssize_t i = 0; i < planned->luts.n; i++) free(VEC_AT(&planned->luts, int32_t *, i));
-    vec_free(&planned->copies);
-    vec_free(&planned->luts);
-}
-
-/* Merge worker ``w`` into ``s`` (which stands at w->start): its memo slots now, its rows
- * planned into ``planned`` (merge_columns copies them; ``w`` must live until then). *discard:
- * the worker cannot be used, nothing was changed; read its range in order. */
-static int merge_worker(Scanner *s, Worker *w, int *discard, PlannedCopies *planned)
+/* Merge worker ``w`` into ``s`` (which stands at w->start). *discard: the worker cannot be
+ * used, nothing was changed; read its range in order. */
+static int merge_worker(Scanner *s, Worker *w, int *discard)
 {
     Scanner *ws = &w->s;
     *discard = 1;
@@ -497,38 +464,30 @@ static int merge_worker(Scanner *s, Worker *w, int *discard, PlannedCopies *plan
             VEC_AT(&ws->memo_own, uint8_t, k) = 0;  /* the main scanner's now: worker_free leaves it */
         }
     }
-    MergePiece pieces[MEMO_PIECES];
+    MergePiece pieces[9 + MEMO_PIECES];
     int n_pieces = 0;
     for (int k = 0; k < MEMO_PIECES; k++) {
         int64_t j0 = w->wm.own / MEMO_PIECES * k, j1 = k + 1 < MEMO_PIECES ? w->wm.own / MEMO_PIECES * (k + 1) : w->wm.own;
-        if (j1 > j0) pieces[n_pieces++] = (MergePiece){.memo = {&m, s, ws, base, j0, j1, 0}};
+        if (j1 > j0) pieces[n_pieces++] = (MergePiece){.is_memo = 1, .memo = {&m, s, ws, base, j0, j1, 0}};
     }
     Trace *t = VEC_AT(&s->traces, Trace *, trace), *wt = VEC_AT(&ws->traces, Trace *, 0);
     ColumnCopy copies[9] = {{0}};
     if (map_local_values(t, &m, &wt->ctx_vals, 1, &ctx) || map_local_values(t, &m, &wt->meta_vals, 0, &meta)) goto out;
     int32_t *luts[2] = {NULL, NULL};
-    /* A column is taken over only with no copy into it pending: a pending one would copy
-     * rows from, or into, the buffer given up. */
-    int failed = plan_rows(t, wt, w->wm.rows, &m, &ctx, &meta, planned->copies.n == 0, copies, luts);
-    /* the luts, the ctx and meta ones included, kept until the copies are made, or dropped */
-    int32_t *kept[4] = {luts[0], luts[1], (int32_t *)ctx.data, (int32_t *)meta.data};
-    ctx.data = meta.data = NULL;
-    ctx.n = ctx.cap = meta.n = meta.cap = 0;
-    for (int k = 0; k < 4; k++)
-        if (VEC_PUSH(&planned->luts, int32_t *, kept[k])) {
-            free(kept[k]);
-            failed = 1;
-        }
-    int pushed = 0;
-    while (!failed && pushed < 9 && !(failed = VEC_PUSH(&planned->copies, ColumnCopy, copies[pushed]))) pushed++;
-    if (failed) {  /* out of memory: the scan fails; the trace's rows taken over are let go */
-        for (int k = pushed; k < 9; k++)
+    int planned = plan_rows(t, wt, w->wm.rows, &m, &ctx, &meta, copies, luts);
+    if (planned == 0) {
+        for (int k = 0; k < 9; k++) pieces[n_pieces++] = (MergePiece){.is_memo = 0, .copy = copies[k]};
+        run_parallel(run_piece, pieces, sizeof(MergePiece), n_pieces);
+    }
+    free(luts[0]);
+    free(luts[1]);
+    if (planned) {  /* out of memory: the scan fails; the trace's rows taken over are let go */
+        for (int k = 0; k < 9; k++)
             if (copies[k].adopted) free(copies[k].front);
         goto out;
     }
-    run_parallel(run_piece, pieces, sizeof(MergePiece), n_pieces);
     for (int k = 0; k < n_pieces; k++)
-        if (pieces[k].memo.unexpected) {
+        if (pieces[k].is_memo && pieces[k].memo.unexpected) {
             st = scan_fail(s, s->base, "a worker's memo slot of an unexpected kind");
             goto out;
         }

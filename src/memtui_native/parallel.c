@@ -515,16 +515,6 @@ static void worker_free(Worker *w)
     s->memo = NULL;
 }
 
-/* Free the first ``n`` workers that are not yet (a freed worker's memo is NULL). */
-static void free_merged(Worker *workers, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (workers[i].s.memo) {
-            worker_free(&workers[i]);
-            workers[i].s.memo = NULL;
-        }
-}
-
 static double now_s(void)
 {
 #if HAVE_THREADS
@@ -787,19 +777,18 @@ static int scan_rest(Scanner *s, Reader *r, int fd, int64_t begin, int64_t size,
     st = jobs == -1 ? ST_ERROR : jobs == -2 ? ST_ERROR : ST_OK;
     int64_t pos = begin;
     int in_order = 0;  /* from here on everything is read in order */
-    PlannedCopies planned = {{0}, {0}};
     for (int i = 0; st == ST_OK && i < n_chain; i++) {
         Worker *w = &workers[i];
         if (in_order || pos != w->start) break;
         if (w->status == ST_ERROR) { st = ST_ERROR; break; }
         int discard = 1;
-        if ((st = merge_worker(s, w, &discard, &planned))) break;
+        if ((st = merge_worker(s, w, &discard))) break;
         s->par_merged += !discard;
         s->par_discarded += discard;
         int64_t from = discard ? w->start : w->stop_at;
-        if (from < w->end) {  /* reading in order appends rows: the planned ones are copied first */
-            merge_columns(&planned);
-            free_merged(workers, i + 1);
+        worker_free(w);
+        w->s.memo = NULL;
+        if (from < w->end) {
             if ((st = run_from(s, r, from, w->end, 0, pr, &how, &where))) break;
             if (how == RUN_END) { pos = -1; break; }
             if (how != RUN_LANDED) { in_order = 1; pos = where; break; }
@@ -807,10 +796,9 @@ static int scan_rest(Scanner *s, Reader *r, int fd, int64_t begin, int64_t size,
         pos = w->end;
         if (report(pr, pos) < 0) { st = ST_ERROR; break; }
     }
-    if (st == ST_OK) merge_columns(&planned);
-    drop_planned(&planned);  /* what is left after a failure; nothing otherwise */
     s->par_merge_s = now_s() - merging;
-    free_merged(workers, n_chain);
+    for (int i = 0; i < n_chain; i++)
+        if (workers[i].s.memo) worker_free(&workers[i]);
     free(workers);
     if (st || pos < 0) return st;
     /* the rest (the last range's tail, or everything after a range that did not chain) */
