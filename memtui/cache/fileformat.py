@@ -26,7 +26,6 @@ import struct
 import threading
 import zlib
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import numpy as np
@@ -48,6 +47,7 @@ FILL_RATIO = 8  # the arrays given by their value take at most this many times t
 
 
 _Item = TypeVar("_Item")
+_Result = TypeVar("_Result")
 
 
 class CorruptCache(Exception):
@@ -84,8 +84,7 @@ def write_cache_file(path: str, arrays: dict[str, np.ndarray], meta: dict,
         stored.append(array)
         offset += _aligned(array.nbytes)
     data = [memoryview(array).cast("B") if array.nbytes else memoryview(b"") for array in stored]
-    with _core_pool() as pool:
-        crcs = list(pool.map(_piece_crcs, data))
+    crcs = _each_on_cores(_piece_crcs, data)
     entries = [entry for entry in table if "fill" not in entry]
     for entry, piece_crcs in zip(entries, crcs):
         entry["crcs"] = piece_crcs
@@ -147,11 +146,13 @@ def _write_data(fd: int, head: bytes, pieces: list[tuple[int, memoryview]], tota
     return all(_each_on_cores(lambda item: not stop() and _store_piece(fd, *item, mapped=True), pieces))
 
 
-def _each_on_cores(task: Callable[[_Item], object], items: list[_Item]) -> list[object]:
-    """``task`` of each item, on a thread a core. Daemon threads, unlike a pool's: a piece
-    stuck on a slow disk must not hold up the end of a process that ends on a signal (the
-    cache abandons such a write and removes its file, see ModelCache.abandon)."""
-    results: list[object] = [None] * len(items)
+def _each_on_cores(task: Callable[[_Item], _Result], items: list[_Item]) -> list[_Result]:
+    """``task`` of each item, in order, on a thread a core the process may use (crc32 and
+    numpy's copies let go of the GIL): the checksums, written and read, and the pieces
+    stored. Daemon threads, unlike a pool's: a piece stuck on a slow disk must not hold up
+    the end of a process that ends on a signal (the cache abandons such a write and
+    removes its file, see ModelCache.abandon)."""
+    results: list = [None] * len(items)
     errors: list[BaseException] = []
     order = iter(range(len(items)))  # shared: each thread takes the next index (atomic)
 
@@ -210,11 +211,6 @@ def _piece_crcs(data: memoryview) -> list[int]:
         crc = zlib.crc32(data[start:min(end, len(data))])
         crcs.append(zlib.crc32(bytes(max(0, end - max(start, len(data)))), crc))
     return crcs
-
-
-def _core_pool() -> ThreadPoolExecutor:
-    """Threads on the cores this process may run on (crc32 and numpy's copies let go of the GIL)."""
-    return ThreadPoolExecutor(max_workers=min(usable_cores(), 32))
 
 
 def read_cache_file(path: str) -> tuple[dict[str, np.ndarray], dict]:
@@ -280,8 +276,7 @@ def read_cache_file(path: str) -> tuple[dict[str, np.ndarray], dict]:
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise CorruptCache(f"array table ({type(exc).__name__})") from None
     view = memoryview(mapped)
-    with _core_pool() as pool:
-        got = list(pool.map(lambda piece: zlib.crc32(view[piece[0]:piece[1]]), pieces))
+    got = _each_on_cores(lambda piece: zlib.crc32(view[piece[0]:piece[1]]), pieces)
     for (_, _, expected, name), crc in zip(pieces, got):
         if crc != expected:
             raise CorruptCache(f"array {name} checksum")
