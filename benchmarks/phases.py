@@ -65,7 +65,7 @@ summary = summarize(snapshot)
 text = render_text(snapshot, summary)
 mark("info figures and text")
 print(json.dumps(marks), file=sys.stderr)
-from memtui.__main__ import end  # the command's own way of ending
+from memtui.process_end import end  # the command's own way of ending
 end(0)
 """
 

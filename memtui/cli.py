@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 # `run` executes the user's script, whose signals are its own; `serve` and `mcp` run event
 # loops that end on their own terms.
 SIGNALS_LEFT_ALONE = {"run", "serve", "mcp"}
-# The same three end as Python ends (memtui/__main__.py end): `run`'s script has its
+# The same three end as Python ends (memtui/process_end.py is not used): `run`'s script has its
 # objects finalized as under `python script.py`; the servers end on their own terms.
 ENDS_AS_PYTHON_DOES = SIGNALS_LEFT_ALONE
 # Commands that keep running (servers, live views, screens of several files): their cache
