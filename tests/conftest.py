@@ -7,6 +7,7 @@ files with ``*.truth.json`` ground truth; tests using them skip cleanly when abs
 
 from __future__ import annotations
 
+import functools
 import json
 import lzma
 import os
@@ -173,11 +174,19 @@ def _uses_shared(item) -> bool:
         return True
     if {"big_trace", "shared_dir"} & set(getattr(item, "fixturenames", ())):
         return True
-    try:
-        import inspect
+    function = getattr(item, "function", None)
+    return function is not None and _names_shared(function)
 
-        source = inspect.getsource(item.function)
-    except (OSError, TypeError, AttributeError):
+
+@functools.cache
+def _names_shared(function) -> bool:
+    """Whether a test function's source names the real snapshots: read once per function,
+    not once per parameter (a source read costs a millisecond; there are thousands of items)."""
+    import inspect
+
+    try:
+        source = inspect.getsource(function)
+    except (OSError, TypeError):
         return False
     return any(name in source for name in _SHARED_NAMES)
 

@@ -26,26 +26,40 @@ from tests.fixtures.interrupt_runs import default_signals, measure_duration, run
 from tests.fixtures.tiny_snapshot import write_tiny_snapshot
 
 # The cache write stalls in one piece (a slow disk), or crawls through its pieces: each piece
-# of the cache file's data goes through a wrapper that waits ``{wait}`` before it is stored.
+# of the cache file's data goes through a wrapper that waits before it is stored. The
+# crawling pieces wait, after the first, until the write is told to stop: however late the
+# signal is handled on a busy machine, the write cannot finish before it.
 DELAYED_WRITES = """
 import itertools, sys, time
+import memtui.cache
 import memtui.cache.fileformat as fileformat
 fileformat._PIECE = {piece}
 real_store = fileformat._store_piece
+real_write = memtui.cache.write_cache_file
 counter = itertools.count(1)
+told = []
+
+def stopped():
+    return bool(told) and told[0]()
 
 def delayed(*args, **kwargs):
     calls = next(counter)
-    time.sleep({wait})
+    {wait}
     return real_store(*args, **kwargs)
 
+def write(path, arrays, meta, stop):
+    told.append(stop)
+    return real_write(path, arrays, meta, stop=stop)
+
 fileformat._store_piece = delayed
+memtui.cache.write_cache_file = write
 from memtui.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 # the first piece of data waits two minutes
-STALLED_WRITE = DELAYED_WRITES.format(piece=8 << 20, wait="120 if calls == 1 else 0")
-SLOW_PIECES = DELAYED_WRITES.format(piece=256, wait=0.01)
+STALLED_WRITE = DELAYED_WRITES.format(piece=8 << 20, wait="time.sleep(120 if calls == 1 else 0)")
+SLOW_PIECES = DELAYED_WRITES.format(
+    piece=256, wait="while calls > 1 and not stopped() and time.sleep(0.01) is None: pass")
 
 
 def partial_files(folder: Path) -> list[Path]:
