@@ -63,7 +63,6 @@ def open_snapshot(
             if progress is not None:
                 progress("indexing", 1, 1)
             return found
-    check_start(inspect_source(path))  # a file that is no snapshot is refused before anything big is built
     snapshot = _open_decoded(path, progress) if streaming else None
     if snapshot is None:
         snapshot = open_plain(path, progress)
@@ -98,6 +97,11 @@ def _open_decoded(path: str | os.PathLike, progress: ProgressFn | None) -> Snaps
         return snapshot
     if why is not None and why.refused:  # it names code: the plain path refuses it by name
         return None
+    # The Python decoders build objects as they read: a file whose start shows it is no
+    # snapshot is refused before them (the plain path's read_snapshot checks the same).
+    # The scanner goes first unchecked: it builds only bounded columns of entries it
+    # recognizes and hands anything else here.
+    check_start(inspect_source(path))
     snapshot = open_streaming(path, progress)
     if snapshot is not None and why is not None and UNKNOWN_FIELD in str(why) \
             and snapshot.source_size >= NOTICE_FROM_BYTES:

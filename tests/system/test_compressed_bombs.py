@@ -139,3 +139,23 @@ def test_a_bomb_that_starts_like_a_snapshot_is_refused_by_the_first_reader(tmp_p
     monkeypatch.setattr(opening, "open_plain", lambda *a, **k: pytest.fail("fell back to the plain path"))
     with pytest.raises(SnapshotError, match="inflates to more than"):
         open_snapshot(path, cache=None)
+
+
+@pytest.mark.parametrize("name", ["xz list", "xz snapshot", "sparse zeros"])
+def test_without_the_scanner_a_bomb_is_refused_before_the_streaming_decoder(bombs, name, monkeypatch):
+    # The scanner reads first, unchecked (it keeps only bounded columns); where it cannot
+    # (an installation without a compiler, a file it hands on), the Python decoders are
+    # reached only through the shape check.
+    import memtui.open as opening
+    from memtui.load.fast import FastFallback
+
+    def no_scanner(path, progress=None):
+        raise FastFallback("no compiled scanner here")
+
+    def never(*args, **kwargs):
+        raise AssertionError("the streaming decoder read a file the shape check refuses")
+
+    monkeypatch.setattr(opening, "scan_snapshot", no_scanner)
+    monkeypatch.setattr(opening, "stream_snapshot", never)
+    with pytest.raises(SnapshotError, match=EXPECTED[name].replace("(", r"\(").replace(")", r"\)")):
+        open_snapshot(bombs[name], cache=None)
