@@ -26,6 +26,21 @@ hypothesis_settings.register_profile("random", derandomize=False, database=None,
 _RANDOM = os.environ.get("MEMTUI_HYPOTHESIS") == "random" or "MEMTUI_FUZZ_EXAMPLES" in os.environ
 hypothesis_settings.load_profile("random" if _RANDOM else "fixed")
 
+
+def _no_constants_from_loaded_modules() -> None:
+    """Hypothesis mixes into what it draws constants read from the project's modules loaded
+    so far; which are loaded depends on the tests a worker ran before, so a fuzz test drew
+    other cases in another order (and under --dist worksteal the order changes from run to
+    run). The fixed profile draws from none: the same cases whatever ran first."""
+    from hypothesis.internal.conjecture import providers
+
+    none = providers.Constants()
+    providers._get_local_constants = lambda: none
+
+
+if not _RANDOM:
+    _no_constants_from_loaded_modules()
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_snapshots"
 SHARED = Path(os.environ.get("MEMTUI_SHARED_SNAPSHOTS", ROOT.parent / "shared" / "snapshots"))
