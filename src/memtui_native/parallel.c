@@ -45,13 +45,15 @@
 /* Tests make these small, so files of a few kilobytes are read by many workers. */
 static int64_t PREFIX_ROWS = 4096;             /* entries read in order before the workers start */
 /* Bytes of entries per worker, at least: below it a worker's start, its columns and its merge
- * cost more than reading its range in order saves. At 87 MB (1M events) two workers took as
- * long as one reader on 2 cores, and 16 saved a tenth of a second on a 16-core host, each
- * with the resident size growing from 113 MB to 190 and 315 MB; so a file of under about
- * 100 MB is read in order. */
-static int64_t MIN_RANGE = (int64_t)48 << 20;
+ * cost more than reading its range in order saves. At 87 MB (1M events) on 2 cores two
+ * workers take 0.91-0.96 of one reader's time, for 5 MB more resident (with 4 MiB reads;
+ * 16 MiB reads made it 34 MB); at 48 MB a range and more, the file's end and the merge
+ * are a small part of each range. */
+static int64_t MIN_RANGE = (int64_t)32 << 20;
 static int64_t SEARCH_SPAN = (int64_t)4 << 20; /* how far past its nominal start a range's first entry is looked for */
-static Py_ssize_t READ_CHUNK = (Py_ssize_t)16 << 20;  /* bytes read at a time */
+/* Bytes read at a time by each reader: 16 MiB was no faster at 10M events than 4 MiB, and
+ * each worker held its buffer to the end. */
+static Py_ssize_t READ_CHUNK = (Py_ssize_t)4 << 20;
 #define MAX_WORKERS 256
 
 /* ---- deferred references (called by entry.c in a worker) ------------------------------------ */
