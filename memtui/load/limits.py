@@ -60,7 +60,10 @@ MAX_JSON_DEPTH = 100  # torch's deepest is 9 (a torch 2.0 block's history frames
 # some 40 bytes of JSON; past a million containers, fewer bytes than this each is refused.
 _JSON_CONTAINER_FLOOR = 1_000_000
 _JSON_BYTES_PER_CONTAINER = 16
-_SCAN_CHUNK = 16 << 20
+# JSON text is measured a megabyte at a time: a nesting bomb is refused after its first
+# megabyte, and the measure's temporary arrays (16 bytes a byte of text) stay small.
+_SCAN_CHUNK = 1 << 20
+_READ_ALL_CHUNK = 4 << 20  # read_all's pieces: what it reads before ``inspect`` sees it
 _NOT_STRUCTURE = bytes(c for c in range(256) if c not in b'"[]{}')
 
 
@@ -182,7 +185,7 @@ class GuardedStream:
             raise SnapshotError(too_large(self._description, what, limit))
         data = bytearray()
         while True:
-            part = self._stream.read(_CHUNK)
+            part = self._stream.read(_READ_ALL_CHUNK)
             if not part:
                 return data
             self._count(len(part))

@@ -259,6 +259,26 @@ def test_a_compressed_nesting_bomb_is_refused_at_once(tmp_path):
     assert time.monotonic() - start < 20
 
 
+def test_a_nesting_bomb_is_refused_within_its_first_megabytes(tmp_path, monkeypatch):
+    # The depth is measured as the text is read: the refusal comes after a few megabytes,
+    # not after a 64 MiB read and a scan of 16 MiB (temporary arrays of 256 MB).
+    import memtui.load.limits as limits
+
+    path = tmp_path / "bomb.json.xz"
+    path.write_bytes(lzma.compress(b"[" * (32 << 20), preset=1))
+    counted: list[int] = []
+    real_count = limits.GuardedStream._count
+
+    def count(self, n):
+        counted.append(n)
+        return real_count(self, n)
+
+    monkeypatch.setattr(limits.GuardedStream, "_count", count)
+    with pytest.raises(SnapshotError, match="nested more than"):
+        read_snapshot(path)
+    assert sum(counted) <= 8 << 20, sum(counted)
+
+
 def test_a_compression_bomb_of_json_is_refused(tmp_path, monkeypatch):
     import memtui.load.limits as limits
 
