@@ -226,16 +226,18 @@ def test_constant_arrays_are_stored_as_their_value_and_read_back_whole(tmp_path)
     late = np.full(200_000, 7, np.int16)
     late[-1] = 8  # the same value until its very end
     arrays = {"same": np.full(200_000, -1, np.int8), "varied": np.arange(200_000, dtype=np.int64),
-              "small_same": np.zeros(10, np.int32), "times": np.full(200_000, 1.5), "late": late}
+              "small_same": np.zeros(10, np.int32), "times": np.full(200_000, 1.5), "late": late,
+              "zeros": np.zeros(200_000, np.int64)}
     path = str(tmp_path / "entry.mtc")
     fileformat.write_cache_file(path, dict(arrays), {})
     assert os.path.getsize(path) < 200_000 * 8 + 200_000 * 8 + 200_000 * 2 + (64 << 10)  # "same" took no bytes
     read, meta = fileformat.read_cache_file(path)
-    assert [e["name"] for e in meta["arrays"] if "fill" in e] == ["same"]
+    assert [e["name"] for e in meta["arrays"] if "fill" in e] == ["same", "zeros"]
     for name, array in arrays.items():
         assert read[name].dtype == array.dtype and np.array_equal(read[name], array)
-    read["same"][0] = 3  # a writable copy, as every cached column
-    assert read["same"][0] == 3
+    for name in ("same", "zeros"):  # writable, as every cached column (zeros: untouched pages until written)
+        read[name][0] = 3
+        assert read[name][0] == 3
 
 
 def test_a_damaged_piece_in_the_middle_of_a_long_array_is_found(tmp_path, monkeypatch):
