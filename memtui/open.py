@@ -97,11 +97,6 @@ def _open_decoded(path: str | os.PathLike, progress: ProgressFn | None) -> Snaps
         return snapshot
     if why is not None and why.refused:  # it names code: the plain path refuses it by name
         return None
-    # The Python decoders build objects as they read: a file whose start shows it is no
-    # snapshot is refused before them (the plain path's read_snapshot checks the same).
-    # The scanner goes first unchecked: it builds only bounded columns of entries it
-    # recognizes and hands anything else here.
-    check_start(inspect_source(path))
     snapshot = open_streaming(path, progress)
     if snapshot is not None and why is not None and UNKNOWN_FIELD in str(why) \
             and snapshot.source_size >= NOTICE_FROM_BYTES:
@@ -199,6 +194,11 @@ def _model_column(name: str, scanned: dict[str, np.ndarray], luts: dict[str, np.
 
 def open_streaming(path: str | os.PathLike, progress: ProgressFn | None = None) -> Snapshot | None:
     """The streaming decoder's model, or None when the file needs the plain path."""
+    # The Python decoders build objects as they read: a file whose start shows it is no
+    # snapshot is refused before them (the plain path's read_snapshot checks the same).
+    # The compiled scanner goes first unchecked: it keeps only bounded columns of the
+    # entries it recognizes and hands anything else on.
+    check_start(inspect_source(path))
     tables = ModelTables.new()
 
     def make_consumer(ordinal: int) -> TraceBuilder:
