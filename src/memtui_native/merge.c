@@ -345,9 +345,8 @@ static void translate_memo(MemoCopy *c)
     }
 }
 
-/* One piece of a merge that touches nothing another piece touches: a column's rows, or a
- * run of memo slots. */
-enum { MEMO_PIECES = 4 };
+/* One piece of a merge that touches nothing another piece touches: a run of a column's
+ * rows, or a run of memo slots (cut as PIECE_ROWS says, parallel.c). */
 typedef struct {
     int is_memo;
     ColumnCopy copy;
@@ -362,10 +361,30 @@ static void *run_piece(void *arg)
     return NULL;
 }
 
-/* Merge worker ``w`` into ``s`` (which stands at w->start). *discard: the worker cannot be
- * used, nothing was changed; read its range in order. */
-static int merge_worker(Scanner *s, Worker *w, int *discard)
+/* How many pieces of at least PIECE_ROWS, at most ``most``, ``n`` rows are cut into. */
+static int64_t pieces_of(int64_t n, int64_t most)
 {
+    int64_t k = n / PIECE_ROWS;
+    if (k > most) k = most;
+    return k < 1 ? 1 : k;
+}
+
+/* Rows i0..i1 of copy ``c`` (not a taken-over column: that one moves as a whole). */
+static ColumnCopy copy_part(const ColumnCopy *c, int64_t i0, int64_t i1)
+{
+    ColumnCopy part = *c;
+    part.src = c->src + i0 * (c->src_width ? c->src_width : 8);
+    part.at = c->at + i0;
+    part.n = i1 - i0;
+    return part;
+}
+
+/* Merge worker ``w`` into ``s`` (which stands at w->start), its copies on ``threads``
+ * threads. *discard: the worker cannot be used, nothing was changed; read its range in
+ * order. */
+static int merge_worker(Scanner *s, Worker *w, int threads, int *discard)
+{
+    MergePiece *pieces = NULL;
     Scanner *ws = &w->s;
     *discard = 1;
     int32_t trace;
@@ -464,10 +483,13 @@ static int merge_worker(Scanner *s, Worker *w, int *discard)
             VEC_AT(&ws->memo_own, uint8_t, k) = 0;  /* the main scanner's now: worker_free leaves it */
         }
     }
-    MergePiece pieces[9 + MEMO_PIECES];
+    if (threads < 1) threads = 1;
+    int64_t memo_parts = pieces_of(w->wm.own, 2 * (int64_t)threads), column_parts = pieces_of(w->wm.rows, threads);
+    pieces = malloc((size_t)(memo_parts + 9 * column_parts) * sizeof(MergePiece));
+    if (!pieces) goto out;
     int n_pieces = 0;
-    for (int k = 0; k < MEMO_PIECES; k++) {
-        int64_t j0 = w->wm.own / MEMO_PIECES * k, j1 = k + 1 < MEMO_PIECES ? w->wm.own / MEMO_PIECES * (k + 1) : w->wm.own;
+    for (int64_t k = 0; k < memo_parts; k++) {
+        int64_t j0 = w->wm.own * k / memo_parts, j1 = w->wm.own * (k + 1) / memo_parts;
         if (j1 > j0) pieces[n_pieces++] = (MergePiece){.is_memo = 1, .memo = {&m, s, ws, base, j0, j1, 0}};
     }
     Trace *t = VEC_AT(&s->traces, Trace *, trace), *wt = VEC_AT(&ws->traces, Trace *, 0);
@@ -476,8 +498,15 @@ static int merge_worker(Scanner *s, Worker *w, int *discard)
     int32_t *luts[2] = {NULL, NULL};
     int planned = plan_rows(t, wt, w->wm.rows, &m, &ctx, &meta, copies, luts);
     if (planned == 0) {
-        for (int k = 0; k < 9; k++) pieces[n_pieces++] = (MergePiece){.is_memo = 0, .copy = copies[k]};
-        run_parallel(run_piece, pieces, sizeof(MergePiece), n_pieces);
+        for (int k = 0; k < 9; k++) {
+            int64_t parts = copies[k].adopted ? 1 : pieces_of(copies[k].n, column_parts);
+            for (int64_t p = 0; p < parts; p++) {
+                ColumnCopy part = parts == 1 ? copies[k]
+                                             : copy_part(&copies[k], copies[k].n * p / parts, copies[k].n * (p + 1) / parts);
+                pieces[n_pieces++] = (MergePiece){.is_memo = 0, .copy = part};
+            }
+        }
+        run_pool(run_piece, pieces, sizeof(MergePiece), n_pieces, threads);
     }
     free(luts[0]);
     free(luts[1]);
@@ -502,6 +531,7 @@ static int merge_worker(Scanner *s, Worker *w, int *discard)
         if (push_item(s, (Item){I_ENTRY, trace, t->action.n - e, NULL})) goto out;
     st = ST_OK;
 out:
+    free(pieces);
     free(res); free(m.smap); free(m.frmap); free(m.fmap); free(m.stmap); free(m.amap);
     vec_free(&extras); vec_free(&ctx); vec_free(&meta);
     return st;

@@ -51,6 +51,11 @@ static int64_t PREFIX_ROWS = 4096;             /* entries read in order before t
  * are a small part of each range. */
 static int64_t MIN_RANGE = (int64_t)32 << 20;
 static int64_t SEARCH_SPAN = (int64_t)4 << 20; /* how far past its nominal start a range's first entry is looked for */
+/* A range's merge is cut into pieces of at least this many rows (memo slots), about two a
+ * thread for the memo and one a thread for each column, taken by the threads as they come
+ * free: a piece a column kept each range's merge as long as its largest column's copy,
+ * while most cores waited (merge.c). */
+static int64_t PIECE_ROWS = (int64_t)1 << 16;
 /* Bytes read at a time by each reader: 16 MiB was no faster at 10M events than 4 MiB, and
  * each worker held its buffer to the end. */
 static Py_ssize_t READ_CHUNK = (Py_ssize_t)4 << 20;
@@ -551,6 +556,45 @@ static void run_parallel(void *(*fn)(void *), void *items, size_t item_size, int
     }
 }
 
+/* Run fn(items[i]) for each of n items on at most ``threads`` threads, this one included,
+ * each taking the next item no thread has taken: many small items share the cores evenly,
+ * however unequal the items are. For work that touches no Python object. */
+typedef struct {
+    void *(*fn)(void *);
+    char *items;
+    size_t item_size;
+    int n;
+    atomic_int next;
+} Pool;
+
+static void *pool_main(void *arg)
+{
+    Pool *p = arg;
+    for (;;) {
+        int i = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
+        if (i >= p->n) return NULL;
+        p->fn(p->items + (size_t)i * p->item_size);
+    }
+}
+
+static void run_pool(void *(*fn)(void *), void *items, size_t item_size, int n, int threads)
+{
+    Pool p = {fn, items, item_size, n, 0};
+    int extra = (threads < n ? threads : n) - 1;
+    if (extra > 63) extra = 63;
+#if HAVE_THREADS
+    pthread_t helpers[63];
+    int started[63] = {0};
+    for (int i = 0; i < extra; i++) started[i] = pthread_create(&helpers[i], NULL, pool_main, &p) == 0;
+    pool_main(&p);  /* a helper that could not be started leaves its items to the others */
+    for (int i = 0; i < extra; i++)
+        if (started[i]) pthread_join(helpers[i], NULL);
+#else
+    (void)extra;
+    pool_main(&p);
+#endif
+}
+
 #include "merge.c"
 
 /* ---- before the workers: what they need of Python objects, converted ------------------------ */
@@ -784,7 +828,7 @@ static int scan_rest(Scanner *s, Reader *r, int fd, int64_t begin, int64_t size,
         if (in_order || pos != w->start) break;
         if (w->status == ST_ERROR) { st = ST_ERROR; break; }
         int discard = 1;
-        if ((st = merge_worker(s, w, &discard))) break;
+        if ((st = merge_worker(s, w, threads, &discard))) break;
         s->par_merged += !discard;
         s->par_discarded += discard;
         int64_t from = discard ? w->start : w->stop_at;
@@ -846,13 +890,16 @@ static PyObject *Scanner_scan_file(Scanner *s, PyObject *args)
 static PyObject *native_parallel_limits(PyObject *self, PyObject *args)
 {
     (void)self;
-    long long prefix_rows = PREFIX_ROWS, min_range = MIN_RANGE, search_span = SEARCH_SPAN, read_chunk = READ_CHUNK;
-    if (!PyArg_ParseTuple(args, "|LLLL", &prefix_rows, &min_range, &search_span, &read_chunk)) return NULL;
-    PyObject *old = Py_BuildValue("(LLLL)", (long long)PREFIX_ROWS, (long long)MIN_RANGE, (long long)SEARCH_SPAN,
-                                  (long long)READ_CHUNK);
+    long long prefix_rows = PREFIX_ROWS, min_range = MIN_RANGE, search_span = SEARCH_SPAN, read_chunk = READ_CHUNK,
+              piece_rows = PIECE_ROWS;
+    if (!PyArg_ParseTuple(args, "|LLLLL", &prefix_rows, &min_range, &search_span, &read_chunk, &piece_rows))
+        return NULL;
+    PyObject *old = Py_BuildValue("(LLLLL)", (long long)PREFIX_ROWS, (long long)MIN_RANGE, (long long)SEARCH_SPAN,
+                                  (long long)READ_CHUNK, (long long)PIECE_ROWS);
     PREFIX_ROWS = prefix_rows > 0 ? prefix_rows : 1;
     MIN_RANGE = min_range > 0 ? min_range : 1;
     SEARCH_SPAN = search_span > 0 ? search_span : 1;
     READ_CHUNK = read_chunk > 0 ? (Py_ssize_t)read_chunk : 1;
+    PIECE_ROWS = piece_rows > 0 ? piece_rows : 1;
     return old;
 }

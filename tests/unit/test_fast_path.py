@@ -99,8 +99,10 @@ def read_chunk():
 
 @pytest.fixture
 def many_workers(monkeypatch):
-    """Every file read by many workers: a short prefix, ranges of a few hundred bytes."""
-    saved = fast._native._parallel_limits(3, 200, 4096)
+    """Every file read by many workers: a short prefix, ranges of a few hundred bytes, and
+    each range's merge cut into pieces of a few rows."""
+    saved = fast._native._parallel_limits()
+    fast._native._parallel_limits(3, 200, 4096, saved[3], 8)
     monkeypatch.setenv("MEMTUI_SCAN_THREADS", "7")
     yield
     fast._native._parallel_limits(*saved)
