@@ -26,6 +26,8 @@ from memtui.model.stackless import last_stacked_before, stackless_context
 from memtui.model.strings import StringTable, terminal_safe, terminal_safe_value, text_of
 from memtui.model.trace import ModelTables, TraceColumns, build_trace
 
+COUNT_ROWS = 1 << 20  # rows of a column counted at a time (DeviceModel.action_counts)
+
 MAX_DEVICES = 4096  # far more GPUs than one process sees; a larger count is a broken file
 
 
@@ -98,11 +100,14 @@ class DeviceModel:
         return int(self.blocks.size[mask].sum())
 
     def action_counts(self, names: list[str]) -> dict[str, int]:
-        # One comparison pass per code of the (small) action table on the narrow column:
-        # a bincount would first widen all of it to 64 bits, several times slower at 10M.
+        # One pass, COUNT_ROWS rows at a time: bincount widens what it counts to 64 bits, so
+        # the whole 10M-row column at once would be an 80 MB copy, and a comparison per code
+        # is a pass per code (at 10M: 16 ms against 34-59 ms for 24 codes).
         action = self.trace.action
-        counts = ((names[code], int(np.count_nonzero(action == code))) for code in range(len(names)))
-        return {name: c for name, c in counts if c}
+        counts = np.zeros(len(names), np.int64)
+        for start in range(0, len(action), COUNT_ROWS):
+            counts += np.bincount(action[start:start + COUNT_ROWS], minlength=len(names))[:len(names)]
+        return {name: int(c) for name, c in zip(names, counts) if c}
 
     def oom_indices(self) -> np.ndarray:
         return np.nonzero(self.trace.action == act.OOM)[0]

@@ -25,3 +25,15 @@ def test_time_span_skips_entries_without_a_time():
     assert _time_span(np.array([np.nan, 5.0, 2.0, np.nan])) == (2.0, 5.0)
     assert _time_span(np.array([np.nan, np.nan])) == (None, None)
     assert _time_span(np.zeros(0)) == (None, None)
+
+
+@pytest.mark.parametrize("rows", [1, 7, 1 << 10])
+def test_action_counts_a_piece_at_a_time_equal_plain_numpy(monkeypatch, rows):
+    import memtui.model.snapshot as model
+
+    monkeypatch.setattr(model, "COUNT_ROWS", rows)  # pieces that cut the column anywhere
+    snapshot = open_snapshot(sample_files()[0])
+    names = snapshot.actions.names
+    for dev in snapshot.devices:
+        counts = np.bincount(dev.trace.action.astype(np.int64), minlength=len(names))
+        assert dev.action_counts(names) == {names[c]: int(n) for c, n in enumerate(counts) if n}
