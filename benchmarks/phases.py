@@ -40,8 +40,12 @@ from memtui.services.info import render_text, summarize
 mark("imports")
 path, cache_dir = sys.argv[1], sys.argv[2]
 if cache_dir == "-":
+    from memtui.load.shape import check_start
+    from memtui.load.source import inspect_source
     from memtui.load.fast import scan_snapshot
     from memtui.open import _model_from_scan
+    check_start(inspect_source(path))
+    mark("shape check")
     scanned = scan_snapshot(path)
     total = time.time() - begun
     steps = {"scan: in order (the first entries; on one core, all)": "prefix_s", "scan: workers": "workers_s",

@@ -63,6 +63,7 @@ def open_snapshot(
             if progress is not None:
                 progress("indexing", 1, 1)
             return found
+    check_start(inspect_source(path))  # a file that is no snapshot is refused before anything big is built
     snapshot = _open_decoded(path, progress) if streaming else None
     if snapshot is None:
         snapshot = open_plain(path, progress)
@@ -194,11 +195,6 @@ def _model_column(name: str, scanned: dict[str, np.ndarray], luts: dict[str, np.
 
 def open_streaming(path: str | os.PathLike, progress: ProgressFn | None = None) -> Snapshot | None:
     """The streaming decoder's model, or None when the file needs the plain path."""
-    # The Python decoders build objects as they read: a file whose start shows it is no
-    # snapshot is refused before them (the plain path's read_snapshot checks the same).
-    # The compiled scanner goes first unchecked: it keeps only bounded columns of the
-    # entries it recognizes and hands anything else on.
-    check_start(inspect_source(path))
     tables = ModelTables.new()
 
     def make_consumer(ordinal: int) -> TraceBuilder:
