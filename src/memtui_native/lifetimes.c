@@ -281,8 +281,8 @@ static int pair_lives(const IntView *action, const IntView *addr, const IntView 
         goto done;
     for (int p = 0; p < parts; p++)
         jobs[p] = (PairJob){.sh = &sh, .p = p, .lo = n / parts * p, .hi = p + 1 < parts ? n / parts * (p + 1) : n};
-    run_parallel(mark_parts, jobs, sizeof(PairJob), parts);
-    run_parallel(number_range, jobs, sizeof(PairJob), parts);
+    run_pool(mark_parts, jobs, sizeof(PairJob), parts, parts);
+    run_pool(number_range, jobs, sizeof(PairJob), parts, parts);
     int64_t total = 0;
     for (int p = 0; p < parts; p++) {
         if (jobs[p].err != PAIR_OK) goto done;
@@ -302,7 +302,7 @@ static int pair_lives(const IntView *action, const IntView *addr, const IntView 
     memset(o->start, 0xFF, (size_t)cap * sizeof(int32_t));
     memset(o->request, 0xFF, (size_t)cap * sizeof(int32_t));
     memset(o->end, 0xFF, (size_t)cap * sizeof(int32_t));
-    run_parallel(fill_range, jobs, sizeof(PairJob), parts);
+    run_pool(fill_range, jobs, sizeof(PairJob), parts, parts);
     o->lives = lives;
     err = PAIR_OK;
 done:

@@ -533,32 +533,10 @@ static double now_s(void)
 #endif
 }
 
-/* Run fn(items[i]) for each of n items, all but the first on threads of their own (in
- * rounds of at most 64), the first here; for work that touches no Python object (the GIL,
- * held or not, is left as it is). */
-static void run_parallel(void *(*fn)(void *), void *items, size_t item_size, int n)
-{
-    for (int first = 0; first < n; first += 64) {
-        int count = n - first < 64 ? n - first : 64;
-#if HAVE_THREADS
-        pthread_t threads[64];
-        int started[64] = {0};
-        for (int i = 1; i < count; i++)
-            started[i] = pthread_create(&threads[i], NULL, fn, (char *)items + (size_t)(first + i) * item_size) == 0;
-        fn((char *)items + (size_t)first * item_size);
-        for (int i = 1; i < count; i++) {
-            if (started[i]) pthread_join(threads[i], NULL);
-            else fn((char *)items + (size_t)(first + i) * item_size);  /* no thread to be had: run it here */
-        }
-#else
-        for (int i = 0; i < count; i++) fn((char *)items + (size_t)(first + i) * item_size);
-#endif
-    }
-}
-
-/* Run fn(items[i]) for each of n items on at most ``threads`` threads, this one included,
- * each taking the next item no thread has taken: many small items share the cores evenly,
- * however unequal the items are. For work that touches no Python object. */
+/* Run fn(items[i]) for each of n items on at most ``threads`` threads (64 at most), this one
+ * included, each taking the next item no thread has taken: many small items share the cores
+ * evenly, however unequal the items are; with ``threads`` = n, each item has a thread of its
+ * own. For work that touches no Python object (the GIL, held or not, is left as it is). */
 typedef struct {
     void *(*fn)(void *);
     char *items;
