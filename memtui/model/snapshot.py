@@ -517,11 +517,9 @@ def _as_device(value: object) -> int:
 
 
 def _as_time(value: object) -> float:
-    if type(value) is int:  # the common case first (a file can hold thousands of annotations)
+    if isinstance(value, int):  # beyond any float, math.isfinite and float() would raise
         return float(value) if -(1 << 1023) < value < 1 << 1023 else math.nan
-    if isinstance(value, int) and not -(1 << 1023) < value < 1 << 1023:
-        return math.nan  # beyond any float: math.isfinite and float() would raise
-    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else math.nan
+    return float(value) if isinstance(value, float) and math.isfinite(value) else math.nan
 
 
 def _shown(value: object) -> str:
