@@ -44,7 +44,15 @@ _unfinished: set[threading.Event] = set()
 @atexit.register
 def _finish_writes() -> None:
     for done in list(_unfinished):
-        done.wait()
+        _wait_for(done)
+
+
+def _wait_for(done: threading.Event) -> None:
+    """Wait for ``done`` a moment at a time: a signal the kernel hands to another thread (a
+    writer, a library's) sets Python's flag but wakes only that thread, and a wait with no
+    end would never return to see it (under load, a Ctrl-C waited for a stalled write)."""
+    while not done.wait(0.05):
+        pass
 
 
 def default_cache_dir() -> str:
@@ -193,7 +201,7 @@ class ModelCache:
             self._holds = 0
         self.release_writes()
         for done in self._writers:
-            done.wait()
+            _wait_for(done)
             _unfinished.discard(done)
         self._writers.clear()
 
