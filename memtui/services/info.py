@@ -9,8 +9,8 @@ import numpy as np
 
 from memtui.jsonvalue import json_value
 from memtui.model import DeviceModel, Snapshot
-from memtui.model.columns import finite_span
 from memtui.model.segments import BLOCK_STATES, pool_name
+from memtui.model.trace_figures import on_slices
 from memtui.report.sections import Lines, Report
 from memtui.units import format_bytes
 
@@ -46,13 +46,8 @@ def _live_at_end(dev: DeviceModel) -> int:
     have been left out) the live blocks the file holds."""
     if dev.partial_trace:
         return int(np.count_nonzero(dev.block_version != -1))
-    return int(np.count_nonzero((dev.lives.start != -1) & (dev.lives.end == -1)))
-
-
-def _time_span(time_us: np.ndarray) -> tuple[float | None, float | None]:
-    """The first and last recorded time; entries without a time are skipped."""
-    span = finite_span(time_us)
-    return span if span else (None, None)
+    start, end = dev.lives.start, dev.lives.end
+    return sum(on_slices(len(start), lambda a, b: int(np.count_nonzero((start[a:b] != -1) & (end[a:b] == -1)))))
 
 
 def _pools(dev: DeviceModel) -> list[dict[str, Any]]:
@@ -76,7 +71,7 @@ def summarize(snapshot: Snapshot) -> dict[str, Any]:
         trace = dev.trace
         states = {name: 0 for name in BLOCK_STATES}
         states.update(dev.blocks.state_counts())
-        first_time, last_time = _time_span(trace.time_us)
+        first_time, last_time = dev.figures.time_span or (None, None)
         ooms = [
             {"index": int(i), "size": int(trace.size[i]), "device_free": int(trace.device_free[i])}
             for i in dev.oom_indices()
@@ -94,7 +89,7 @@ def summarize(snapshot: Snapshot) -> dict[str, Any]:
             "trace": {
                 "overflowed": overflowed,
                 "max_entries": snapshot.trace_max_entries,
-                "forward_frames": int(np.count_nonzero(trace.fwd >= 0)),
+                "forward_frames": dev.figures.forward_frames,
                 "entries": len(trace),
                 "actions": dev.action_counts(snapshot.actions.names),
                 "ooms": ooms,

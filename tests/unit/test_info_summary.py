@@ -1,39 +1,82 @@
-"""info's figures against plain numpy on every small file the tests see, and its edge cases."""
+"""info's figures against plain numpy on every small file the tests see, whole and cut into
+slices anywhere, on one thread and on several, and their edge cases."""
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+import memtui.model.trace_figures as figures_module
+from memtui.model import actions as act
+from memtui.model.trace_figures import trace_figures
 from memtui.open import open_snapshot
-from memtui.services.info import _time_span
+from memtui.services.info import summarize
 from tests.conftest import sample_files, scenario_files
 
 
+def plain_figures(dev, names):
+    """What the figures are, one plain numpy expression each over the whole columns."""
+    action, times = dev.trace.action, dev.trace.time_us
+    counts = np.bincount(action.astype(np.int64), minlength=len(names)) if len(action) else []
+    finite = times[np.isfinite(times)]
+    lives = dev.lives
+    return {
+        "actions": {names[c]: int(n) for c, n in enumerate(counts) if n},
+        "ooms": np.nonzero(action == act.OOM)[0].tolist(),
+        "span": (float(finite.min()), float(finite.max())) if len(finite) else (None, None),
+        "forward": int(np.count_nonzero(dev.trace.fwd >= 0)),
+        "live_at_end": int(np.count_nonzero(dev.block_version != -1)) if dev.partial_trace
+        else int(np.count_nonzero((lives.start != -1) & (lives.end == -1))),
+    }
+
+
+def summary_figures(summary_device):
+    trace = summary_device["trace"]
+    return {"actions": trace["actions"], "ooms": [o["index"] for o in trace["ooms"]],
+            "span": (trace["first_time_us"], trace["last_time_us"]), "forward": trace["forward_frames"],
+            "live_at_end": trace["live_at_end"]}
+
+
 @pytest.mark.parametrize("path", sample_files() + scenario_files()[:20], ids=lambda p: p.name)
-def test_action_counts_and_time_span_equal_plain_numpy(path):
+def test_info_figures_equal_plain_numpy(path):
     snapshot = open_snapshot(path)
     names = snapshot.actions.names
-    for dev in snapshot.devices:
-        action, times = dev.trace.action, dev.trace.time_us
-        counts = np.bincount(action.astype(np.int64), minlength=len(names)) if len(action) else []
-        assert dev.action_counts(names) == {names[c]: int(n) for c, n in enumerate(counts) if n}
-        finite = times[np.isfinite(times)]
-        expected = (float(finite.min()), float(finite.max())) if len(finite) else (None, None)
-        assert _time_span(times) == expected
-
-
-def test_time_span_skips_entries_without_a_time():
-    assert _time_span(np.array([np.nan, 5.0, 2.0, np.nan])) == (2.0, 5.0)
-    assert _time_span(np.array([np.nan, np.nan])) == (None, None)
-    assert _time_span(np.zeros(0)) == (None, None)
+    summary = summarize(snapshot)
+    for dev, shown in zip(snapshot.present_devices, summary["devices"]):
+        assert summary_figures(shown) == plain_figures(dev, names)
 
 
 @pytest.mark.parametrize("rows", [1, 7, 1 << 10])
-def test_action_counts_a_piece_at_a_time_equal_plain_numpy(monkeypatch, rows):
-    import memtui.model.snapshot as model
+def test_figures_of_slices_on_threads_equal_plain_numpy(monkeypatch, rows):
+    monkeypatch.setattr(figures_module, "SLICE_ROWS", rows)  # slices that cut the columns anywhere
+    monkeypatch.setattr(figures_module, "usable_cores", lambda: 4)  # and more than one thread
+    # an OOM and annotations (whose times are missing) among them
+    for path in [p for p in sample_files() if p.name.startswith(("oom_training", "annotate", "ring_wrapped"))]:
+        snapshot = open_snapshot(path)
+        names = snapshot.actions.names
+        summary = summarize(snapshot)
+        for dev, shown in zip(snapshot.present_devices, summary["devices"]):
+            assert summary_figures(shown) == plain_figures(dev, names)
 
-    monkeypatch.setattr(model, "COUNT_ROWS", rows)  # pieces that cut the column anywhere
-    snapshot = open_snapshot(sample_files()[0])
-    names = snapshot.actions.names
-    for dev in snapshot.devices:
-        counts = np.bincount(dev.trace.action.astype(np.int64), minlength=len(names))
-        assert dev.action_counts(names) == {names[c]: int(n) for c, n in enumerate(counts) if n}
+
+@pytest.mark.parametrize("rows", [1, 2, 1 << 18])
+def test_time_span_skips_entries_without_a_time_in_any_slice(monkeypatch, rows):
+    monkeypatch.setattr(figures_module, "SLICE_ROWS", rows)
+    monkeypatch.setattr(figures_module, "usable_cores", lambda: 3)
+
+    def span(times):
+        n = len(times)
+        trace = SimpleNamespace(action=np.zeros(n, np.int8), time_us=np.array(times, float), fwd=np.full(n, -1))
+        return trace_figures(trace).time_span
+
+    assert span([np.nan, 5.0, 2.0, np.nan]) == (2.0, 5.0)
+    assert span([np.nan, np.nan, np.nan, 7.0]) == (7.0, 7.0)
+    assert span([np.nan, np.nan]) is None
+    assert span([]) is None
+
+
+def test_an_empty_trace_has_empty_figures():
+    trace = SimpleNamespace(action=np.zeros(0, np.int8), time_us=np.zeros(0), fwd=np.zeros(0, np.int8))
+    figures = trace_figures(trace)
+    assert (len(figures.action_counts), len(figures.oom_indices), figures.time_span, figures.forward_frames) == (
+        0, 0, None, 0)
