@@ -14,8 +14,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import socket
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import BinaryIO
@@ -44,10 +42,20 @@ def _current_umask() -> int:
 
 _UMASK = _current_umask()
 
+
+def _host_name() -> str:
+    """The host's name as socket.gethostname gives it: on POSIX that is uname's node name,
+    read here without importing socket (and its selectors) at every start."""
+    if hasattr(os, "uname"):
+        return os.uname().nodename
+    import socket
+
+    return socket.gethostname()
+
 # Temporary files are named after the host and process that write them, so a later run
 # can tell one left by a killed process (remove it) from one still being written by a
 # live process, on this machine or another sharing the folder (leave it).
-_HOST = hashlib.sha1(socket.gethostname().encode(errors="replace")).hexdigest()[:8]
+_HOST = hashlib.sha1(_host_name().encode(errors="replace")).hexdigest()[:8]
 _TEMP_NAME = re.compile(r"^\..*\.memtui-(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-[a-z0-9_]+\.partial$")
 
 
@@ -64,6 +72,8 @@ def make_temp_file(path: str | os.PathLike) -> tuple[int, str]:
     directory = os.path.dirname(os.path.abspath(path))
     remove_orphaned_temp_files(directory)
     prefix = f".{os.path.basename(path)}.memtui-{_HOST}-{os.getpid()}-"
+    import tempfile  # here: it imports shutil and random, which only a write needs
+
     fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".partial", dir=directory)
     _being_written.add(tmp)
     return fd, tmp

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
+import os
 import signal
 import sys
 from typing import TYPE_CHECKING, Any
@@ -128,7 +128,10 @@ def command_names() -> list[str]:
 def _module_names() -> set[str]:
     import memtui.commands as package
 
-    return {info.name for info in pkgutil.iter_modules(package.__path__) if not info.name.startswith("_")}
+    # The package's own files, listed (pkgutil, which would also do, is a module more to
+    # import at every start); a command is a module, never a package.
+    return {name[:-3] for folder in package.__path__ for name in os.listdir(folder)
+            if name.endswith(".py") and not name.startswith("_")}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,8 +19,6 @@ from __future__ import annotations
 import json
 from typing import BinaryIO
 
-import msgpack
-
 from memtui.errors import SnapshotError
 from memtui.load.limits import memory_bound
 from memtui.units import format_bytes
@@ -60,6 +58,8 @@ _NO_FRAMES_ACTIONS = ("snapshot",)
 
 def read_export(stream: BinaryIO, description: str) -> dict:
     """Decode an export; every problem is a SnapshotError naming ``description``."""
+    import msgpack  # here: every command imports this module, few read an export
+
     unpacker = msgpack.Unpacker(stream, raw=False, strict_map_key=False, max_buffer_size=MAX_OBJECT_BYTES,
                                unicode_errors="surrogatepass")
     consumed = getattr(stream, "consumed", None)  # bytes read so far, where the stream counts them

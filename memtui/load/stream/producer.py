@@ -12,7 +12,6 @@ from __future__ import annotations
 import io
 import os
 import struct
-import subprocess
 import sys
 from collections.abc import Callable
 
@@ -51,6 +50,8 @@ class ProducerReader(io.RawIOBase):
         # The child imports this package from wherever the parent did, installed or not.
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(memtui.__file__)))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
+        import subprocess  # here: only this fallback starts a process, and the import is not free
+
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "memtui.load.stream.producer", path, sink_global.hex()],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0, env=env,
