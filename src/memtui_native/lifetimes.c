@@ -92,12 +92,15 @@ static int roles_from(PyObject *codes, uint8_t *roles, int bit)
     return 0;
 }
 
-/* What pair_lives hands back: per life, and per event. */
+/* What pair_lives hands back: per life, and per event (each per-event column in the narrowest
+ * of 1, 2 or 4 bytes that holds its values with one to spare each way, model/columns.py
+ * narrow_type: its width given). */
 typedef struct {
     Py_ssize_t lives;
     int64_t *life_addr, *life_size;
     int32_t *version, *start, *request, *end;  /* trace indices: n < 2**31 */
-    int32_t *event_version, *event_life;
+    char *event_version, *event_life;
+    int version_width, life_width;
 } Lives;
 
 enum { PAIR_OK = 0, PAIR_NO_MEMORY = -1, PAIR_TOO_MANY = -2 };
@@ -120,8 +123,17 @@ static void lives_free(Lives *o)
  * sample; each thread pairs the events of its range (its own hash map, its own sort). Every
  * address of a range sorts before every address of the next, so a life's index is its
  * range's first life plus its index within the range: the numbering of one range of all
- * addresses, array for array. No Python call in here, so it runs without the GIL (the block
- * lives and the segment lives of a trace are also computed at once, on two threads). */
+ * addresses, array for array.
+ *
+ * The events are also cut into stripes, one per thread, and every per-event array is
+ * written a stripe at a time: a range's events are spread over the whole trace, so a thread
+ * writing its range's events in place would share every cache line of those arrays with the
+ * others (on 16 threads that made the pairing scale 2.8 times). So each range gets the list
+ * of its events, in event order, built by the stripes (counted first, so each stripe knows
+ * where its part of each list starts), and keeps its events' versions and lives in arrays
+ * of its own; the stripes then read them back into the per-event columns, already narrow.
+ * No Python call in here, so it runs without the GIL (the block lives and the segment lives
+ * of a trace are also computed at once, on two threads). */
 
 enum { NO_PART = 255, MAX_PARTS = 64, SAMPLE = 1 << 16 };
 
@@ -131,7 +143,7 @@ typedef struct {
     const uint8_t *roles;
     Py_ssize_t n;
     uint8_t *part;            /* per event: its range, or NO_PART */
-    int32_t *ids;             /* per event: its address's id within its range */
+    Py_ssize_t *at;           /* [stripe * parts + range]: where the stripe's events of the range start in its list */
     int64_t splits[MAX_PARTS];  /* range p holds the addresses a with splits[p-1] <= a < splits[p] */
     int parts;
     Lives *o;
@@ -139,14 +151,19 @@ typedef struct {
 
 struct PairJob {
     PairShared *sh;
-    int p;
-    Py_ssize_t lo, hi;        /* the events this job marks in the first step */
+    int p;                    /* as a range */
+    Py_ssize_t lo, hi;        /* as a stripe: its events */
+    int32_t *events;          /* the range's events, in event order; NULL with one range (every event that takes part) */
+    int32_t *versions;        /* per event of the range: its version */
+    int32_t *values;          /* per event of the range: its address id, then its life */
+    Py_ssize_t count;         /* the range's events */
     Map64 map;
     Vec ends, lives_at;
     AddrId *distinct;
     int32_t *rank;
     Py_ssize_t u;
     int64_t total, first_life;
+    int32_t top_version;
     int err;
 };
 
@@ -160,29 +177,54 @@ static inline int part_of(const PairShared *sh, int64_t a)
     return lo;
 }
 
-/* step 1, by event stripes: each event's range */
+/* step 1, by stripe: each event's range, and how many of the stripe's events each range has */
 static void *mark_parts(void *arg)
 {
     PairJob *j = arg;
     PairShared *sh = j->sh;
+    Py_ssize_t counts[MAX_PARTS] = {0};
     for (Py_ssize_t i = j->lo; i < j->hi; i++) {
-        sh->o->event_version[i] = sh->o->event_life[i] = -1;
         int64_t code = view_get(&sh->action, i);
-        sh->part[i] = (code < -32768 || code >= 32768 || !sh->roles[code + 32768])
-                          ? NO_PART : (uint8_t)part_of(sh, view_get(&sh->addr, i));
+        uint8_t p = (code < -32768 || code >= 32768 || !sh->roles[code + 32768])
+                        ? NO_PART : (uint8_t)part_of(sh, view_get(&sh->addr, i));
+        sh->part[i] = p;
+        if (p != NO_PART) counts[p]++;
+    }
+    memcpy(sh->at + (Py_ssize_t)j->p * sh->parts, counts, (size_t)sh->parts * sizeof(Py_ssize_t));
+    return NULL;
+}
+
+/* step 2, by stripe: the stripe's events into their ranges' lists, each at its place */
+static void *list_events(void *arg)
+{
+    PairJob *j = arg, *jobs = j - j->p;
+    PairShared *sh = j->sh;
+    Py_ssize_t at[MAX_PARTS];
+    memcpy(at, sh->at + (Py_ssize_t)j->p * sh->parts, (size_t)sh->parts * sizeof(Py_ssize_t));
+    for (Py_ssize_t i = j->lo; i < j->hi; i++) {
+        uint8_t p = sh->part[i];
+        if (p != NO_PART) jobs[p].events[at[p]++] = (int32_t)i;
     }
     return NULL;
 }
 
-/* step 2, by range: versions, ids and the range's lives in address order */
+/* The range's event after event i (-1 for its first): from its list, or with one range, the
+ * next event that takes part (a list of them all would only cost its writing and reading). */
+static inline Py_ssize_t next_event(const PairJob *j, Py_ssize_t k, Py_ssize_t i)
+{
+    if (j->events) return j->events[k];
+    do i++; while (j->sh->part[i] == NO_PART);
+    return i;
+}
+
+/* step 3, by range: versions, ids and the range's lives in address order */
 static void *number_range(void *arg)
 {
     PairJob *j = arg;
     PairShared *sh = j->sh;
-    const uint8_t p = (uint8_t)j->p;
     j->err = PAIR_NO_MEMORY;
-    for (Py_ssize_t i = 0; i < sh->n; i++) {
-        if (sh->part[i] != p) continue;
+    for (Py_ssize_t k = 0, i = -1; k < j->count; k++) {
+        i = next_event(j, k, i);
         uint64_t key = (uint64_t)view_get(&sh->addr, i);
         int32_t id = map64_get(&j->map, key, -1);
         if (id < 0) {
@@ -190,9 +232,9 @@ static void *number_range(void *arg)
             if (map64_put(&j->map, key, id) < 0 || VEC_PUSH(&j->ends, int32_t, 0) || VEC_PUSH(&j->lives_at, int32_t, 0))
                 return NULL;
         }
-        sh->ids[i] = id;
+        j->values[k] = id;
         int32_t v = VEC_AT(&j->ends, int32_t, id);
-        sh->o->event_version[i] = v;
+        j->versions[k] = v;
         if (v >= VEC_AT(&j->lives_at, int32_t, id)) VEC_AT(&j->lives_at, int32_t, id) = v + 1;
         if (sh->roles[view_get(&sh->action, i) + 32768] & 4) VEC_AT(&j->ends, int32_t, id)++;
     }
@@ -207,28 +249,37 @@ static void *number_range(void *arg)
     map64_free(&j->map);
     if (radix_sort(j->distinct, j->u) < 0) return NULL;
     int64_t total = 0;
+    int32_t top = -1;  /* an address's last version is its lives - 1; every event has one of them */
     for (Py_ssize_t r = 0; r < j->u; r++) {
+        int32_t lives_here = VEC_AT(&j->lives_at, int32_t, j->distinct[r].id);
         j->rank[j->distinct[r].id] = (int32_t)(total < INT32_MAX ? total : INT32_MAX);
-        total += VEC_AT(&j->lives_at, int32_t, j->distinct[r].id);
+        total += lives_here;
+        if (lives_here - 1 > top) top = lives_here - 1;
     }
     vec_free(&j->lives_at);
     j->total = total;
+    j->top_version = top;
     j->err = PAIR_OK;
     return NULL;
 }
 
-/* step 3, by range: each event's life, and each life's fields */
+/* step 4, by range: each event's life, and each life's fields (the range's lives are its
+ * own slice of every per-life array) */
 static void *fill_range(void *arg)
 {
     PairJob *j = arg;
     PairShared *sh = j->sh;
     Lives *o = sh->o;
-    const uint8_t p = (uint8_t)j->p;
-    for (Py_ssize_t i = 0; i < sh->n; i++) {
-        if (sh->part[i] != p) continue;
-        int32_t v = o->event_version[i], l = (int32_t)(j->first_life + j->rank[sh->ids[i]] + v);
+    size_t lives = (size_t)j->total;
+    memset(o->version + j->first_life, 0xFF, lives * sizeof(int32_t));  /* -1 */
+    memset(o->start + j->first_life, 0xFF, lives * sizeof(int32_t));
+    memset(o->request + j->first_life, 0xFF, lives * sizeof(int32_t));
+    memset(o->end + j->first_life, 0xFF, lives * sizeof(int32_t));
+    for (Py_ssize_t k = 0, i = -1; k < j->count; k++) {
+        i = next_event(j, k, i);
+        int32_t v = j->versions[k], l = (int32_t)(j->first_life + j->rank[j->values[k]] + v);
         uint8_t role = sh->roles[view_get(&sh->action, i) + 32768];
-        o->event_life[i] = l;
+        j->values[k] = l;
         if (o->version[l] < 0) {
             o->version[l] = v;
             o->life_addr[l] = view_get(&sh->addr, i);
@@ -237,6 +288,36 @@ static void *fill_range(void *arg)
         if ((role & 1) && o->start[l] < 0) { o->start[l] = (int32_t)i; o->life_size[l] = view_get(&sh->size, i); }
         if ((role & 2) && o->request[l] < 0) o->request[l] = (int32_t)i;
         if ((role & 4) && o->end[l] < 0) o->end[l] = (int32_t)i;
+    }
+    return NULL;
+}
+
+static inline void store_narrow(char *column, int width, Py_ssize_t i, int32_t value)
+{
+    if (width == 1) { int8_t v = (int8_t)value; memcpy(column + i, &v, 1); }
+    else if (width == 2) { int16_t v = (int16_t)value; memcpy(column + 2 * i, &v, 2); }
+    else memcpy(column + 4 * i, &value, 4);
+}
+
+/* step 5, by stripe: each event's version and life from its range's arrays (-1 for an event
+ * that takes no part), in the columns' narrow widths */
+static void *write_events(void *arg)
+{
+    PairJob *j = arg, *jobs = j - j->p;
+    PairShared *sh = j->sh;
+    Lives *o = sh->o;
+    Py_ssize_t at[MAX_PARTS];
+    memcpy(at, sh->at + (Py_ssize_t)j->p * sh->parts, (size_t)sh->parts * sizeof(Py_ssize_t));
+    for (Py_ssize_t i = j->lo; i < j->hi; i++) {
+        uint8_t p = sh->part[i];
+        int32_t version = -1, life = -1;
+        if (p != NO_PART) {
+            Py_ssize_t k = at[p]++;
+            version = jobs[p].versions[k];
+            life = jobs[p].values[k];
+        }
+        store_narrow(o->event_version, o->version_width, i, version);
+        store_narrow(o->event_life, o->life_width, i, life);
     }
     return NULL;
 }
@@ -266,43 +347,75 @@ static int choose_splits(PairShared *sh, int parts)
     return 0;
 }
 
+/* The narrowest of 1, 2 or 4 bytes that holds values from -1 to top with one to spare each
+ * way (model/columns.py narrow_type). */
+static int narrow_width(int64_t top)
+{
+    return top < INT8_MAX ? 1 : top < INT16_MAX ? 2 : 4;
+}
+
 static int pair_lives(const IntView *action, const IntView *addr, const IntView *size, const uint8_t *roles,
                       int parts, Lives *o)
 {
     Py_ssize_t n = action->n;
     PairShared sh = {*action, *addr, *size, roles, n, NULL, NULL, {0}, 0, o};
     PairJob *jobs = calloc((size_t)parts, sizeof(PairJob));
+    int32_t *events = NULL, *versions = NULL, *values = NULL;
     int err = PAIR_NO_MEMORY;
     sh.part = malloc((size_t)(n ? n : 1));
-    sh.ids = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
-    o->event_version = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
-    o->event_life = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
-    if (!jobs || !sh.part || !sh.ids || !o->event_version || !o->event_life || choose_splits(&sh, parts) < 0)
-        goto done;
+    sh.at = malloc((size_t)parts * (size_t)parts * sizeof(Py_ssize_t));
+    if (!jobs || !sh.part || !sh.at || choose_splits(&sh, parts) < 0) goto done;
     for (int p = 0; p < parts; p++)
         jobs[p] = (PairJob){.sh = &sh, .p = p, .lo = n / parts * p, .hi = p + 1 < parts ? n / parts * (p + 1) : n};
     run_pool(mark_parts, jobs, sizeof(PairJob), parts, parts);
+    /* each range's list: its events of stripe 0, then of stripe 1, ...; in sh.at, where each starts */
+    Py_ssize_t taking_part = 0;
+    for (int p = 0; p < parts; p++) {
+        Py_ssize_t first = taking_part;
+        for (int s = 0; s < parts; s++) {
+            Py_ssize_t c = sh.at[(Py_ssize_t)s * parts + p];
+            sh.at[(Py_ssize_t)s * parts + p] = taking_part - first;
+            taking_part += c;
+        }
+        jobs[p].count = taking_part - first;
+    }
+    size_t cap = (size_t)(taking_part ? taking_part : 1) * sizeof(int32_t);
+    events = parts > 1 ? malloc(cap) : NULL;
+    versions = malloc(cap);
+    values = malloc(cap);
+    if ((parts > 1 && !events) || !versions || !values) goto done;
+    for (Py_ssize_t p = 0, first = 0; p < parts; first += jobs[p].count, p++) {
+        jobs[p].events = events ? events + first : NULL;
+        jobs[p].versions = versions + first;
+        jobs[p].values = values + first;
+    }
+    if (parts > 1) run_pool(list_events, jobs, sizeof(PairJob), parts, parts);
     run_pool(number_range, jobs, sizeof(PairJob), parts, parts);
-    int64_t total = 0;
+    int64_t total = 0, top_version = -1;
     for (int p = 0; p < parts; p++) {
         if (jobs[p].err != PAIR_OK) goto done;
         jobs[p].first_life = total;
         total += jobs[p].total;
+        if (jobs[p].top_version > top_version) top_version = jobs[p].top_version;
     }
     if (total >= INT32_MAX) { err = PAIR_TOO_MANY; goto done; }
-    Py_ssize_t lives = (Py_ssize_t)total, cap = lives ? lives : 1;
-    o->life_addr = malloc((size_t)cap * sizeof(int64_t));
-    o->version = malloc((size_t)cap * sizeof(int32_t));
-    o->start = malloc((size_t)cap * sizeof(int32_t));
-    o->request = malloc((size_t)cap * sizeof(int32_t));
-    o->end = malloc((size_t)cap * sizeof(int32_t));
-    o->life_size = malloc((size_t)cap * sizeof(int64_t));
+    Py_ssize_t lives = (Py_ssize_t)total, lives_cap = lives ? lives : 1;
+    o->life_addr = malloc((size_t)lives_cap * sizeof(int64_t));
+    o->version = malloc((size_t)lives_cap * sizeof(int32_t));
+    o->start = malloc((size_t)lives_cap * sizeof(int32_t));
+    o->request = malloc((size_t)lives_cap * sizeof(int32_t));
+    o->end = malloc((size_t)lives_cap * sizeof(int32_t));
+    o->life_size = malloc((size_t)lives_cap * sizeof(int64_t));
     if (!o->life_addr || !o->version || !o->start || !o->request || !o->end || !o->life_size) goto done;
-    memset(o->version, 0xFF, (size_t)cap * sizeof(int32_t));  /* -1 */
-    memset(o->start, 0xFF, (size_t)cap * sizeof(int32_t));
-    memset(o->request, 0xFF, (size_t)cap * sizeof(int32_t));
-    memset(o->end, 0xFF, (size_t)cap * sizeof(int32_t));
     run_pool(fill_range, jobs, sizeof(PairJob), parts, parts);
+    free(events);  /* the stripes find their events' places from sh.at */
+    events = NULL;
+    o->version_width = narrow_width(top_version);
+    o->life_width = narrow_width(total - 1);
+    o->event_version = malloc((size_t)(n ? n : 1) * (size_t)o->version_width);
+    o->event_life = malloc((size_t)(n ? n : 1) * (size_t)o->life_width);
+    if (!o->event_version || !o->event_life) goto done;
+    run_pool(write_events, jobs, sizeof(PairJob), parts, parts);
     o->lives = lives;
     err = PAIR_OK;
 done:
@@ -315,32 +428,13 @@ done:
             free(jobs[p].rank);
         }
     free(jobs);
+    free(events);
+    free(versions);
+    free(values);
     free(sh.part);
-    free(sh.ids);
+    free(sh.at);
     if (err != PAIR_OK) lives_free(o);
     return err;
-}
-
-/* ``values`` (at least -1, at most ``top``) rewritten in place as the narrowest of 1, 2 or 4
- * bytes that holds them with one to spare each way (model/columns.py narrow_type): a per-event
- * column is narrowed where it lies, without a second copy of ten million rows. Each value is
- * read before anything is written over it (the narrow row i ends before the wide row i + 1).
- * The width. */
-static int narrow_in_place(int32_t *values, Py_ssize_t n, int64_t top)
-{
-    int width = top < INT8_MAX ? 1 : top < INT16_MAX ? 2 : 4;
-    char *out = (char *)values;
-    for (Py_ssize_t i = 0; width < 4 && i < n; i++) {
-        int32_t v = values[i];
-        if (width == 1) {
-            int8_t narrow = (int8_t)v;
-            memcpy(out + i, &narrow, 1);
-        } else {
-            int16_t narrow = (int16_t)v;
-            memcpy(out + 2 * i, &narrow, 2);
-        }
-    }
-    return width;
 }
 
 PyObject *native_lifetimes(PyObject *self, PyObject *args)
@@ -376,11 +470,7 @@ PyObject *native_lifetimes(PyObject *self, PyObject *args)
     if (err == PAIR_TOO_MANY) { PyErr_SetString(PyExc_OverflowError, "too many lives"); goto done; }
     if (err != PAIR_OK) { PyErr_NoMemory(); goto done; }
     Py_ssize_t L = o.lives;
-    int64_t top_version = -1;  /* an event has its life's version; every life has an event */
-    for (Py_ssize_t l = 0; l < L; l++)
-        if (o.version[l] > top_version) top_version = o.version[l];
-    int version_width = narrow_in_place(o.event_version, n, top_version);
-    int life_width = narrow_in_place(o.event_life, n, (int64_t)L - 1);
+    int version_width = o.version_width, life_width = o.life_width;
     PyObject *parts[8] = {
         buffer_from_memory(o.life_addr, L * 8), buffer_from_memory(o.version, L * 4),
         buffer_from_memory(o.start, L * 4), buffer_from_memory(o.request, L * 4), buffer_from_memory(o.end, L * 4),
