@@ -13,21 +13,20 @@ import gc
 import logging
 import os
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Protocol
 
 import numpy as np
 
-from memtui.cores import usable_cores
 from memtui.load import ProgressFn, inspect_source, read_snapshot
 from memtui.load.fast import FastFallback, Scanned, scan_snapshot
 from memtui.load.normalize import normalize
 from memtui.load.shape import check_start
 from memtui.load.stream import StreamFallback, stream_snapshot
 from memtui.model import Snapshot, build_model
-from memtui.model.columns import narrowest
+from memtui.model.columns import narrow_type, narrowest
 from memtui.model.frames import NO_STACK, StackToken
+from memtui.model.slices import on_slices
 from memtui.model.snapshot import assemble_model, device_count
 from memtui.model.trace import NARROW_COLUMNS, ModelTables, TraceBuilder, TraceColumns
 
@@ -163,34 +162,50 @@ def _model_from_scan(scanned: Scanned, path: str | os.PathLike) -> Snapshot:
         ctx = narrowest(np.asarray([tables.strings.intern(v) for v in trace.ctx_values] or [0], np.int64))
         meta = narrowest(np.asarray([tables.strings.intern(v) for v in trace.meta_values] or [0], np.int64))
         # The scanner's local ids through the model's tables, and every column as narrow as
-        # its values allow: one column per thread (numpy lets go of the GIL for each).
+        # its values allow, a slice of rows at a time on the process's cores (model/slices.py).
         luts = {"action": codes, "stack": sids, "ctx": ctx, "meta": meta}
         values = {}
-        with ThreadPoolExecutor(max_workers=min(8, usable_cores())) as pool:
-            pending = {}
-            for f in dataclasses.fields(TraceColumns):
-                if f.name in c:
-                    pending[f.name] = pool.submit(_model_column, f.name, c, luts, getattr(empty, f.name).dtype)
-                elif f.name in _NOT_SCANNED and callable(_NOT_SCANNED[f.name]):
-                    values[f.name] = _NOT_SCANNED[f.name]()
-                elif f.name in _NOT_SCANNED:
-                    values[f.name] = np.full(trace.rows, _NOT_SCANNED[f.name], np.int8)
-                else:
-                    raise FastFallback(f"the model has a trace column the scanner does not fill ({f.name})")
-            values.update({name: future.result() for name, future in pending.items()})
+        for f in dataclasses.fields(TraceColumns):
+            if f.name in c:
+                values[f.name] = _model_column(f.name, c, luts, getattr(empty, f.name).dtype)
+            elif f.name in _NOT_SCANNED and callable(_NOT_SCANNED[f.name]):
+                values[f.name] = _NOT_SCANNED[f.name]()
+            elif f.name in _NOT_SCANNED:
+                values[f.name] = np.full(trace.rows, _NOT_SCANNED[f.name], np.int8)
+            else:
+                raise FastFallback(f"the model has a trace column the scanner does not fill ({f.name})")
         time_us = values["time_us"]  # the scanner's own memory, writable
         time_us[np.isinf(time_us)] = np.nan  # as TraceBuilder.finish: an infinite time is no time
         columns.append(TraceColumns(**values))
-        del trace, c, values, pending
+        del trace, c, values
     return assemble_model(raw, columns, tables, os.fspath(path), os.path.getsize(path))
 
 
 def _model_column(name: str, scanned: dict[str, np.ndarray], luts: dict[str, np.ndarray],
                   dtype: np.dtype) -> np.ndarray:
     """One trace column of the model from the scanner's: its ids through ``luts`` (scanner
-    id -> model id), then as narrow as the values allow, or as TraceBuilder types it."""
-    values = luts[name][scanned[name]] if name in luts else scanned[name]
-    return narrowest(values) if name in NARROW_COLUMNS else values.astype(dtype, copy=False)
+    id -> model id), then as narrow as the values allow, or as TraceBuilder types it. The
+    lookups and the bounds are taken a slice at a time, each slice's in one task."""
+    source = scanned[name]
+    if name not in NARROW_COLUMNS:
+        return source.astype(dtype, copy=False)
+    values = source
+    if name in luts:
+        lut, values = luts[name], np.empty(len(source), luts[name].dtype)
+
+        def look_up(start: int, stop: int) -> tuple[int, int] | None:
+            piece = values[start:stop]
+            np.take(lut, source[start:stop], out=piece)
+            return (int(piece.min()), int(piece.max())) if stop > start else None
+        bounds = on_slices(len(source), look_up)
+    elif values.dtype.kind == "i":
+        bounds = on_slices(len(source), lambda start, stop: (int(source[start:stop].min()),
+                                                             int(source[start:stop].max())))
+    else:
+        return values  # as narrowest leaves a column that is not of signed integers
+    if not bounds:
+        return values.astype(np.int8)  # as narrowest gives an empty column
+    return values.astype(narrow_type(min(b[0] for b in bounds), max(b[1] for b in bounds)), copy=False)
 
 
 def open_streaming(path: str | os.PathLike, progress: ProgressFn | None = None) -> Snapshot | None:

@@ -4,43 +4,20 @@ forward frames.
 
 At ten million events each figure is a pass over a column of 10-80 MB; one after the other on
 one thread they were 60-80 ms of every ``memtui info``, warm or cold, whatever the cores. Here
-the trace is cut into slices of :data:`SLICE_ROWS` rows and every figure of a slice is worked
-out by one task, the tasks on the cores the process may use (numpy lets go of the GIL inside
-each call), and the slices' figures are then put together. Small slices also bound what a
-task allocates: ``bincount`` widens what it counts to 64 bits.
+the trace is cut into slices (model/slices.py) and every figure of a slice is worked out by
+one task, on the cores the process may use, and the slices' figures are then put together.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TypeVar
 
 import numpy as np
 
-from memtui.cores import usable_cores
 from memtui.model import actions as act
+from memtui.model.slices import on_slices
 from memtui.model.trace import TraceColumns
-
-# Rows a task takes (the tests make it small, to cut the columns anywhere). On 16 cores at 10M
-# events, slices of 1M rows took 30 ms where slices of 256K took 41 (each call takes the GIL to
-# start); a task's bincount then holds 8 MB.
-SLICE_ROWS = 1 << 20
-
-_Result = TypeVar("_Result")
-
-
-def on_slices(rows: int, task: Callable[[int, int], _Result]) -> list[_Result]:
-    """``task(start, stop)`` for each run of :data:`SLICE_ROWS` of ``rows`` rows, in order; on
-    threads where there is more than one slice and more than one core."""
-    bounds = [(start, min(start + SLICE_ROWS, rows)) for start in range(0, rows, SLICE_ROWS)]
-    workers = min(len(bounds), usable_cores())
-    if workers <= 1:
-        return [task(start, stop) for start, stop in bounds]
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(lambda bound: task(*bound), bounds))
 
 
 @dataclass(frozen=True)

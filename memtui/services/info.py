@@ -10,7 +10,7 @@ import numpy as np
 from memtui.jsonvalue import json_value
 from memtui.model import DeviceModel, Snapshot
 from memtui.model.segments import BLOCK_STATES, pool_name
-from memtui.model.trace_figures import on_slices
+from memtui.model.slices import on_slices
 from memtui.report.sections import Lines, Report
 from memtui.units import format_bytes
 

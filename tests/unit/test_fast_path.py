@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memtui.load.fast as fast
+import memtui.model.slices as slices
 from memtui.errors import SnapshotError
 from memtui.load.fast import FastFallback, scan_snapshot
 from memtui.model import actions as act
@@ -99,11 +100,14 @@ def read_chunk():
 
 @pytest.fixture
 def many_workers(monkeypatch):
-    """Every file read by many workers: a short prefix, ranges of a few hundred bytes, and
-    each range's merge cut into pieces of a few rows."""
+    """Every file read by many workers: a short prefix, ranges of a few hundred bytes, each
+    range's merge cut into pieces of a few rows, and the model's columns built from slices
+    of a few rows on several threads."""
     saved = fast._native._parallel_limits()
     fast._native._parallel_limits(3, 200, 4096, saved[3], 8)
     monkeypatch.setenv("MEMTUI_SCAN_THREADS", "7")
+    monkeypatch.setattr(slices, "SLICE_ROWS", 7)
+    monkeypatch.setattr(slices, "usable_cores", lambda: 4)
     yield
     fast._native._parallel_limits(*saved)
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-import memtui.model.trace_figures as figures_module
+import memtui.model.slices as slices
 from memtui.model import actions as act
 from memtui.model.trace_figures import trace_figures
 from memtui.open import open_snapshot
@@ -48,8 +48,8 @@ def test_info_figures_equal_plain_numpy(path):
 
 @pytest.mark.parametrize("rows", [1, 7, 1 << 10])
 def test_figures_of_slices_on_threads_equal_plain_numpy(monkeypatch, rows):
-    monkeypatch.setattr(figures_module, "SLICE_ROWS", rows)  # slices that cut the columns anywhere
-    monkeypatch.setattr(figures_module, "usable_cores", lambda: 4)  # and more than one thread
+    monkeypatch.setattr(slices, "SLICE_ROWS", rows)  # slices that cut the columns anywhere
+    monkeypatch.setattr(slices, "usable_cores", lambda: 4)  # and more than one thread
     # an OOM and annotations (whose times are missing) among them
     for path in [p for p in sample_files() if p.name.startswith(("oom_training", "annotate", "ring_wrapped"))]:
         snapshot = open_snapshot(path)
@@ -61,8 +61,8 @@ def test_figures_of_slices_on_threads_equal_plain_numpy(monkeypatch, rows):
 
 @pytest.mark.parametrize("rows", [1, 2, 1 << 18])
 def test_time_span_skips_entries_without_a_time_in_any_slice(monkeypatch, rows):
-    monkeypatch.setattr(figures_module, "SLICE_ROWS", rows)
-    monkeypatch.setattr(figures_module, "usable_cores", lambda: 3)
+    monkeypatch.setattr(slices, "SLICE_ROWS", rows)
+    monkeypatch.setattr(slices, "usable_cores", lambda: 3)
 
     def span(times):
         n = len(times)
