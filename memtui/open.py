@@ -14,6 +14,7 @@ import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Protocol
 
 import numpy as np
@@ -26,7 +27,7 @@ from memtui.load.stream import StreamFallback, stream_snapshot
 from memtui.model import Snapshot, build_model
 from memtui.model.columns import narrow_type, narrowest
 from memtui.model.frames import NO_STACK, StackToken
-from memtui.model.slices import on_slices
+from memtui.model.slices import on_cores, slice_bounds
 from memtui.model.snapshot import assemble_model, device_count
 from memtui.model.trace import NARROW_COLUMNS, ModelTables, TraceBuilder, TraceColumns
 
@@ -164,11 +165,12 @@ def _model_from_scan(scanned: Scanned, path: str | os.PathLike) -> Snapshot:
         # The scanner's local ids through the model's tables, and every column as narrow as
         # its values allow, a slice of rows at a time on the process's cores (model/slices.py).
         luts = {"action": codes, "stack": sids, "ctx": ctx, "meta": meta}
-        values = {}
+        scanned_columns = {f.name: c[f.name] for f in dataclasses.fields(TraceColumns) if f.name in c}
+        values = _model_columns(scanned_columns, luts, {name: getattr(empty, name).dtype for name in scanned_columns})
         for f in dataclasses.fields(TraceColumns):
             if f.name in c:
-                values[f.name] = _model_column(f.name, c, luts, getattr(empty, f.name).dtype)
-            elif f.name in _NOT_SCANNED and callable(_NOT_SCANNED[f.name]):
+                continue
+            if f.name in _NOT_SCANNED and callable(_NOT_SCANNED[f.name]):
                 values[f.name] = _NOT_SCANNED[f.name]()
             elif f.name in _NOT_SCANNED:
                 values[f.name] = np.full(trace.rows, _NOT_SCANNED[f.name], np.int8)
@@ -181,31 +183,39 @@ def _model_from_scan(scanned: Scanned, path: str | os.PathLike) -> Snapshot:
     return assemble_model(raw, columns, tables, os.fspath(path), os.path.getsize(path))
 
 
-def _model_column(name: str, scanned: dict[str, np.ndarray], luts: dict[str, np.ndarray],
-                  dtype: np.dtype) -> np.ndarray:
-    """One trace column of the model from the scanner's: its ids through ``luts`` (scanner
-    id -> model id), then as narrow as the values allow, or as TraceBuilder types it. The
-    lookups and the bounds are taken a slice at a time, each slice's in one task."""
-    source = scanned[name]
-    if name not in NARROW_COLUMNS:
-        return source.astype(dtype, copy=False)
-    values = source
-    if name in luts:
-        lut, values = luts[name], np.empty(len(source), luts[name].dtype)
+def _model_columns(scanned: dict[str, np.ndarray], luts: dict[str, np.ndarray],
+                   dtypes: dict[str, np.dtype]) -> dict[str, np.ndarray]:
+    """The model's trace columns from the scanner's: ids through ``luts`` (scanner id ->
+    model id), then each of NARROW_COLUMNS as narrow as its values allow (as narrowest), the
+    others typed as TraceBuilder types them. The lookups and the bounds are taken a slice of
+    rows at a time, the slices of every column on one pool of the process's cores (a pool a
+    column would wait for each column's last slice)."""
+    out, sliced = {}, []
+    for name, source in scanned.items():
+        if name not in NARROW_COLUMNS:
+            out[name] = source.astype(dtypes[name], copy=False)
+        elif name in luts:
+            out[name] = np.empty(len(source), luts[name].dtype)
+            sliced.append(name)
+        else:
+            out[name] = source  # as narrowest leaves one that is not of signed integers as it is
+            if source.dtype.kind == "i":
+                sliced.append(name)
 
-        def look_up(start: int, stop: int) -> tuple[int, int] | None:
-            piece = values[start:stop]
-            np.take(lut, source[start:stop], out=piece)
-            return (int(piece.min()), int(piece.max())) if stop > start else None
-        bounds = on_slices(len(source), look_up)
-    elif values.dtype.kind == "i":
-        bounds = on_slices(len(source), lambda start, stop: (int(source[start:stop].min()),
-                                                             int(source[start:stop].max())))
-    else:
-        return values  # as narrowest leaves a column that is not of signed integers
-    if not bounds:
-        return values.astype(np.int8)  # as narrowest gives an empty column
-    return values.astype(narrow_type(min(b[0] for b in bounds), max(b[1] for b in bounds)), copy=False)
+    def bounds_of(name: str, start: int, stop: int) -> tuple[str, int, int]:
+        piece = out[name][start:stop]
+        if name in luts:
+            np.take(luts[name], scanned[name][start:stop], out=piece)
+        return name, int(piece.min()), int(piece.max())
+    low: dict[str, int] = {}
+    high: dict[str, int] = {}
+    tasks = [partial(bounds_of, name, start, stop)
+             for name in sliced for start, stop in slice_bounds(len(scanned[name]))]
+    for column, lo, hi in on_cores(tasks):
+        low[column], high[column] = min(lo, low.get(column, lo)), max(hi, high.get(column, hi))
+    for name in sliced:  # an empty column is int8, as narrowest gives it
+        out[name] = out[name].astype(narrow_type(low[name], high[name]) if name in low else np.int8, copy=False)
+    return out
 
 
 def open_streaming(path: str | os.PathLike, progress: ProgressFn | None = None) -> Snapshot | None:

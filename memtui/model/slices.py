@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import TypeVar
 
 from memtui.cores import usable_cores
@@ -19,12 +20,22 @@ SLICE_ROWS = 1 << 20
 _Result = TypeVar("_Result")
 
 
-def on_slices(rows: int, task: Callable[[int, int], _Result]) -> list[_Result]:
-    """``task(start, stop)`` for each run of :data:`SLICE_ROWS` of ``rows`` rows, in order; on
-    threads where there is more than one slice and more than one core."""
-    bounds = [(start, min(start + SLICE_ROWS, rows)) for start in range(0, rows, SLICE_ROWS)]
-    workers = min(len(bounds), usable_cores())
+def slice_bounds(rows: int) -> list[tuple[int, int]]:
+    """(start, stop) of each run of :data:`SLICE_ROWS` of ``rows`` rows, in order."""
+    return [(start, min(start + SLICE_ROWS, rows)) for start in range(0, rows, SLICE_ROWS)]
+
+
+def on_cores(tasks: list[Callable[[], _Result]]) -> list[_Result]:
+    """Each task's result, in order; the tasks on threads where there is more than one task
+    and more than one core."""
+    workers = min(len(tasks), usable_cores())
     if workers <= 1:
-        return [task(start, stop) for start, stop in bounds]
+        return [task() for task in tasks]
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(lambda bound: task(*bound), bounds))
+        return list(pool.map(lambda task: task(), tasks))
+
+
+def on_slices(rows: int, task: Callable[[int, int], _Result]) -> list[_Result]:
+    """``task(start, stop)`` for each slice of ``rows`` rows (:func:`slice_bounds`), in order,
+    on the process's cores."""
+    return on_cores([partial(task, start, stop) for start, stop in slice_bounds(rows)])
