@@ -14,6 +14,7 @@ import numpy as np
 from memtui.cores import usable_cores
 from memtui.errors import SnapshotError, UsageError
 from memtui.model import actions as act
+from memtui.model import trace_figures
 from memtui.model.actions import ActionTable
 from memtui.model.address_n import format_address_n, names_segment, parse_address_candidates
 from memtui.model.annotations import Annotations, link_annotations
@@ -24,7 +25,6 @@ from memtui.model.segments import ALLOCATED, PENDING_FREE, BlockTable, PoolId, S
 from memtui.model.stackless import last_stacked_before, stackless_context
 from memtui.model.strings import StringTable, terminal_safe, terminal_safe_value, text_of
 from memtui.model.trace import ModelTables, TraceColumns, build_trace
-from memtui.model.trace_figures import TraceFigures, trace_figures
 
 MAX_DEVICES = 4096  # far more GPUs than one process sees; a larger count is a broken file
 
@@ -97,18 +97,32 @@ class DeviceModel:
         mask = (self.blocks.state == ALLOCATED) | (self.blocks.state == PENDING_FREE)
         return int(self.blocks.size[mask].sum())
 
+    # Each a pass over a whole column on the process's cores (model/trace_figures.py), kept
+    # once computed: the views ask for them again and again.
     @cached_property
-    def figures(self) -> TraceFigures:
-        """Per-action counts, the OOMs, the time span and the forward-frame count of the whole
-        trace, from one pass on the process's cores (model/trace_figures.py)."""
-        return trace_figures(self.trace)
+    def _action_counts(self) -> np.ndarray:
+        return trace_figures.action_counts(self.trace.action)
+
+    @cached_property
+    def _oom_indices(self) -> np.ndarray:
+        return trace_figures.oom_indices(self.trace.action)
+
+    @cached_property
+    def time_span(self) -> tuple[float, float] | None:
+        """The trace's first and last time; None when no entry has one."""
+        return trace_figures.time_span(self.trace.time_us)
+
+    @cached_property
+    def forward_frames(self) -> int:
+        """How many of the trace's entries carry forward frames."""
+        return trace_figures.forward_frames(self.trace.fwd)
 
     def action_counts(self, names: list[str]) -> dict[str, int]:
-        counts = self.figures.action_counts
+        counts = self._action_counts
         return {name: int(counts[c]) for c, name in enumerate(names[:len(counts)]) if counts[c]}
 
     def oom_indices(self) -> np.ndarray:
-        return self.figures.oom_indices
+        return self._oom_indices
 
     # -- what the trace says beyond allocs and frees ---------------------------------------
     @cached_property
@@ -172,7 +186,7 @@ class DeviceModel:
         """Where relative times count from: the source's first event time."""
         if math.isfinite(self.source_time_origin_us):
             return self.source_time_origin_us
-        span = self.figures.time_span
+        span = self.time_span
         return span[0] if span else math.nan
 
     # -- address_n ---------------------------------------------------------------------

@@ -71,7 +71,7 @@ def summarize(snapshot: Snapshot) -> dict[str, Any]:
         trace = dev.trace
         states = {name: 0 for name in BLOCK_STATES}
         states.update(dev.blocks.state_counts())
-        first_time, last_time = dev.figures.time_span or (None, None)
+        first_time, last_time = dev.time_span or (None, None)
         ooms = [
             {"index": int(i), "size": int(trace.size[i]), "device_free": int(trace.device_free[i])}
             for i in dev.oom_indices()
@@ -89,7 +89,7 @@ def summarize(snapshot: Snapshot) -> dict[str, Any]:
             "trace": {
                 "overflowed": overflowed,
                 "max_entries": snapshot.trace_max_entries,
-                "forward_frames": dev.figures.forward_frames,
+                "forward_frames": dev.forward_frames,
                 "entries": len(trace),
                 "actions": dev.action_counts(snapshot.actions.names),
                 "ooms": ooms,

@@ -1,14 +1,12 @@
 """info's figures against plain numpy on every small file the tests see, whole and cut into
 slices anywhere, on one thread and on several, and their edge cases."""
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 
 import memtui.model.slices as slices
 from memtui.model import actions as act
-from memtui.model.trace_figures import trace_figures
+from memtui.model import trace_figures
 from memtui.open import open_snapshot
 from memtui.services.info import summarize
 from tests.conftest import sample_files, scenario_files
@@ -37,13 +35,16 @@ def summary_figures(summary_device):
             "live_at_end": trace["live_at_end"]}
 
 
-@pytest.mark.parametrize("path", sample_files() + scenario_files()[:20], ids=lambda p: p.name)
-def test_info_figures_equal_plain_numpy(path):
+def assert_info_figures_are_plain(path):
     snapshot = open_snapshot(path)
-    names = snapshot.actions.names
     summary = summarize(snapshot)
     for dev, shown in zip(snapshot.present_devices, summary["devices"]):
-        assert summary_figures(shown) == plain_figures(dev, names)
+        assert summary_figures(shown) == plain_figures(dev, snapshot.actions.names)
+
+
+@pytest.mark.parametrize("path", sample_files() + scenario_files()[:20], ids=lambda p: p.name)
+def test_info_figures_equal_plain_numpy(path):
+    assert_info_figures_are_plain(path)
 
 
 @pytest.mark.parametrize("rows", [1, 7, 1 << 10])
@@ -52,11 +53,7 @@ def test_figures_of_slices_on_threads_equal_plain_numpy(monkeypatch, rows):
     monkeypatch.setattr(slices, "usable_cores", lambda: 4)  # and more than one thread
     # an OOM and annotations (whose times are missing) among them
     for path in [p for p in sample_files() if p.name.startswith(("oom_training", "annotate", "ring_wrapped"))]:
-        snapshot = open_snapshot(path)
-        names = snapshot.actions.names
-        summary = summarize(snapshot)
-        for dev, shown in zip(snapshot.present_devices, summary["devices"]):
-            assert summary_figures(shown) == plain_figures(dev, names)
+        assert_info_figures_are_plain(path)
 
 
 @pytest.mark.parametrize("rows", [1, 2, 1 << 18])
@@ -65,9 +62,7 @@ def test_time_span_skips_entries_without_a_time_in_any_slice(monkeypatch, rows):
     monkeypatch.setattr(slices, "usable_cores", lambda: 3)
 
     def span(times):
-        n = len(times)
-        trace = SimpleNamespace(action=np.zeros(n, np.int8), time_us=np.array(times, float), fwd=np.full(n, -1))
-        return trace_figures(trace).time_span
+        return trace_figures.time_span(np.array(times, float))
 
     assert span([np.nan, 5.0, 2.0, np.nan]) == (2.0, 5.0)
     assert span([np.nan, np.nan, np.nan, 7.0]) == (7.0, 7.0)
@@ -76,7 +71,6 @@ def test_time_span_skips_entries_without_a_time_in_any_slice(monkeypatch, rows):
 
 
 def test_an_empty_trace_has_empty_figures():
-    trace = SimpleNamespace(action=np.zeros(0, np.int8), time_us=np.zeros(0), fwd=np.zeros(0, np.int8))
-    figures = trace_figures(trace)
-    assert (len(figures.action_counts), len(figures.oom_indices), figures.time_span, figures.forward_frames) == (
-        0, 0, None, 0)
+    none = np.zeros(0, np.int8)
+    assert len(trace_figures.action_counts(none)) == len(trace_figures.oom_indices(none)) == 0
+    assert (trace_figures.time_span(np.zeros(0)), trace_figures.forward_frames(none)) == (None, 0)
