@@ -102,11 +102,11 @@ def read_chunk():
 def many_workers(monkeypatch):
     """Every file read by many workers: a short prefix, ranges of a few hundred bytes, each
     range's merge cut into pieces of a few rows, and the model's columns built from slices
-    of a few rows on several threads."""
+    of a couple of hundred rows on several threads."""
     saved = fast._native._parallel_limits()
     fast._native._parallel_limits(3, 200, 4096, saved[3], 8)
     monkeypatch.setenv("MEMTUI_SCAN_THREADS", "7")
-    monkeypatch.setattr(slices, "SLICE_ROWS", 7)
+    monkeypatch.setattr(slices, "SLICE_ROWS", 211)
     monkeypatch.setattr(slices, "usable_cores", lambda: 4)
     yield
     fast._native._parallel_limits(*saved)
