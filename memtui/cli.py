@@ -131,7 +131,7 @@ def _module_names() -> set[str]:
     # The package's own files, listed (pkgutil, which would also do, is a module more to
     # import at every start); a command is a module, never a package.
     return {name[:-3] for folder in package.__path__ for name in os.listdir(folder)
-            if name.endswith(".py") and not name.startswith("_")}
+            if name.endswith(".py") and name[:-3].isidentifier() and not name.startswith("_")}
 
 
 def main(argv: list[str] | None = None) -> int:

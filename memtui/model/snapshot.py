@@ -105,7 +105,9 @@ class DeviceModel:
 
     @cached_property
     def _oom_indices(self) -> np.ndarray:
-        return trace_figures.oom_indices(self.trace.action)
+        indices = trace_figures.oom_indices(self.trace.action)
+        indices.setflags(write=False)  # one array handed to every caller: none may change it
+        return indices
 
     @cached_property
     def time_span(self) -> tuple[float, float] | None:

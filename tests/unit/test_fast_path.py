@@ -25,6 +25,7 @@ from memtui.errors import SnapshotError
 from memtui.load.fast import FastFallback, scan_snapshot
 from memtui.model import actions as act
 from memtui.model import lifetimes
+from memtui.model.columns import narrow_type
 from memtui.open import open_fast, open_plain, open_snapshot, open_streaming
 from tests.conftest import SHARED, sample_files, scenario_files, shared_files, shared_params
 from tests.fixtures import variants
@@ -571,6 +572,30 @@ def test_native_lifetimes_equal_numpy(n, seed, addresses, threads):
         for name in ("addr", "version", "start", "request", "end", "size", "event_version", "event_life"):
             a, b = getattr(got, name), getattr(want, name)
             assert a.dtype == b.dtype and np.array_equal(a, b), name
+
+
+@pytest.mark.parametrize("lives", [126, 127, 128, 129, 200, 32766, 32767, 32768, 32769, 40000])
+@pytest.mark.parametrize("one_address", [True, False], ids=["versions", "lives"])
+def test_native_lifetimes_equal_numpy_at_every_width_edge(lives, one_address):
+    # One address freed and reused ``lives`` times (versions up to lives - 1), or ``lives``
+    # addresses each used once: the per-event columns' widths (1, 2 or 4 bytes) turn at these.
+    if lifetimes._native is None:
+        pytest.skip(NOT_BUILT)
+    alloc, free = act.BLOCK_START[0], act.BLOCK_END[0]
+    action = np.tile(np.array([alloc, free], np.int16), lives)
+    addr = np.full(2 * lives, 1 << 20, np.int64) if one_address else np.repeat(np.arange(lives) * 512, 2)
+    size = np.full(2 * lives, 512, np.int64)
+    want = lifetimes._narrow(lifetimes.numpy_lifetimes(action, addr, size, act.BLOCK_START, (), act.BLOCK_END),
+                             len(action))
+    for threads in (1, 2, 7):
+        raw = lifetimes._native_lifetimes(action, addr, size, act.BLOCK_START, (), act.BLOCK_END, threads)
+        # the widths the compiled pairing picks itself, before _narrow: narrow_type's
+        assert raw.event_version.dtype == narrow_type(-1, int(want.version.max()))
+        assert raw.event_life.dtype == narrow_type(-1, len(want) - 1)
+        got = lifetimes._narrow(raw, len(action))
+        for name in LIFE_COLUMNS:
+            a, b = getattr(got, name), getattr(want, name)
+            assert a.dtype == b.dtype and np.array_equal(a, b), (threads, name)
 
 
 LIFE_COLUMNS = ("addr", "version", "start", "request", "end", "size", "event_version", "event_life")

@@ -51,7 +51,7 @@ def test_info_figures_equal_plain_numpy(path):
 def test_figures_of_slices_on_threads_equal_plain_numpy(monkeypatch, rows):
     monkeypatch.setattr(slices, "SLICE_ROWS", rows)  # slices that cut the columns anywhere
     monkeypatch.setattr(slices, "usable_cores", lambda: 4)  # and more than one thread
-    # an OOM and annotations (whose times are missing) among them
+    # an OOM among them (times missing in some slices: the synthetic time-span test below)
     for path in [p for p in sample_files() if p.name.startswith(("oom_training", "annotate", "ring_wrapped"))]:
         assert_info_figures_are_plain(path)
 
