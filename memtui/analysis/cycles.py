@@ -39,7 +39,6 @@ from memtui.analysis.live import LifeSpans, allocated_curve
 from memtui.analysis.trace_evidence import TraceEvidence, trace_evidence
 from memtui.model import DeviceModel, Snapshot
 from memtui.model import actions as act
-from memtui.model.columns import finite_span
 from memtui.model.trace import TraceColumns
 from memtui.units import format_bytes, plural
 
@@ -147,7 +146,7 @@ def find_cycles(snapshot: Snapshot, dev: DeviceModel, depth: int = 1, seen: Trac
     n_lives = len(dev.lives)  # the spans past these are untraced blocks, never freed
     start, stop = spans.start[:n_lives], spans.stop[:n_lives]
     report = CycleReport(dev.device, "steps" if steps is not None else "iterations")
-    span = finite_span(trace.time_us)
+    span = dev.time_span
     report.trace_start_us = span[0] if span else float("nan")
     report.stacks = seen.stacks
     if not seen.traced:

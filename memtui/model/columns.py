@@ -102,16 +102,6 @@ def sort_codes(values: np.ndarray) -> np.ndarray:
 _NARROW = (np.int8, np.int16, np.int32)
 
 
-def finite_span(values: np.ndarray) -> tuple[float, float] | None:
-    """The least and greatest of a float column whose missing values are NaN (the trace's
-    times), or None when it holds none. fmin and fmax skip NaN in one pass each, where
-    selecting the finite values first copies the whole column."""
-    if not len(values):
-        return None
-    low, high = float(np.fmin.reduce(values)), float(np.fmax.reduce(values))
-    return (low, high) if math.isfinite(low) and math.isfinite(high) else None
-
-
 def narrowest(values: np.ndarray) -> np.ndarray:
     """``values`` (signed integers) in the narrowest of int8, int16, int32 and int64 that holds
     them with one to spare each way, so ``x + 1`` and ``x - 1`` never wrap. Anything wider
