@@ -369,7 +369,8 @@ static int64_t pieces_of(int64_t n, int64_t most)
     return k < 1 ? 1 : k;
 }
 
-/* Rows i0..i1 of copy ``c`` (not a taken-over column: that one moves as a whole). */
+/* Rows i0..i1 of copy ``c``; 0..n is ``c`` itself (a taken-over column is only taken so,
+ * whole: it moves as it is). */
 static ColumnCopy copy_part(const ColumnCopy *c, int64_t i0, int64_t i1)
 {
     ColumnCopy part = *c;
@@ -500,11 +501,9 @@ static int merge_worker(Scanner *s, Worker *w, int threads, int *discard)
     if (planned == 0) {
         for (int k = 0; k < 9; k++) {
             int64_t parts = copies[k].adopted ? 1 : pieces_of(copies[k].n, column_parts);
-            for (int64_t p = 0; p < parts; p++) {
-                ColumnCopy part = parts == 1 ? copies[k]
-                                             : copy_part(&copies[k], copies[k].n * p / parts, copies[k].n * (p + 1) / parts);
-                pieces[n_pieces++] = (MergePiece){.is_memo = 0, .copy = part};
-            }
+            for (int64_t p = 0; p < parts; p++)
+                pieces[n_pieces++] = (MergePiece){
+                    .is_memo = 0, .copy = copy_part(&copies[k], copies[k].n * p / parts, copies[k].n * (p + 1) / parts)};
         }
         run_pool(run_piece, pieces, sizeof(MergePiece), n_pieces, threads);
     }
