@@ -53,6 +53,9 @@ if cache_dir == "-":
     for name, step in steps.items():
         marks[name] = scanned.parallel[step]
     marks["scan: the rest (the file's end, detached check)"] = total - sum(scanned.parallel[s] for s in steps.values())
+    if scanned.parallel["ranges"]:  # how evenly the ranges' threads shared the workers' time
+        marks["(range threads: the quickest)"] = scanned.parallel["fastest_range_s"]
+        marks["(range threads: the slowest)"] = scanned.parallel["slowest_range_s"]
     begun = time.time()
     snapshot = _model_from_scan(scanned, path)
     mark("model from the scan")
@@ -81,8 +84,7 @@ def run_once(path: str, cores: int, cache_dir: str) -> dict:
     if proc.returncode:
         raise SystemExit(proc.stderr.strip().splitlines()[-1])
     marks = json.loads(proc.stderr.strip().splitlines()[-1])
-    marks["exit"] = max(0.0, ended - started - sum(v for k, v in marks.items() if not k.startswith("scan: "))
-                        - sum(v for k, v in marks.items() if k.startswith("scan: ")))
+    marks["exit"] = max(0.0, ended - started - sum(v for k, v in marks.items() if not k.startswith("(")))
     marks["whole process"] = ended - started
     return marks
 
@@ -105,7 +107,8 @@ def main() -> int:
         for kind, where in (("cold", "-"), ("warm", cache_dir)):
             for c in counts:
                 runs = [run_once(args.file, c, where) for _ in range(args.repeat)]
-                results[f"{kind}, {c} cores"] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+                steps = [k for k in runs[0] if all(k in r for r in runs)]
+                results[f"{kind}, {c} cores"] = {k: statistics.median(r[k] for r in runs) for k in steps}
     print(f"{Path(args.file).name}: seconds, medians of {args.repeat} runs\n")
     for name, steps in results.items():
         print(f"{name}:")

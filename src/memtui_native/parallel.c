@@ -321,6 +321,7 @@ typedef struct {
      * (the main thread reads done_bytes for progress and sets *cancel to stop the workers). */
     _Atomic int64_t done_bytes;
     atomic_int *cancel;
+    double seconds;       /* how long its thread took, setup included (for benchmarks/phases.py) */
 } Worker;
 
 static void watermark(Worker *w)
@@ -674,54 +675,76 @@ out:
 
 #if HAVE_THREADS
 typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t changed;  /* signalled as each job finishes: the waiter wakes at the last one */
+    int finished;
+} JobsDone;
+
+typedef struct {
     void (*fn)(void *);
     void *arg;
-    atomic_int finished;
+    JobsDone *done;
 } Job;
+
+static void job_finished(Job *job)
+{
+    pthread_mutex_lock(&job->done->lock);
+    job->done->finished++;
+    pthread_cond_signal(&job->done->changed);
+    pthread_mutex_unlock(&job->done->lock);
+}
 
 static void *job_main(void *arg)
 {
     Job *job = arg;
     job->fn(job->arg);
-    atomic_store_explicit(&job->finished, 1, memory_order_release);
+    job_finished(job);
     return NULL;
 }
 
 /* Run fn(items[i]) for each item on a thread of its own; meanwhile report progress (the GIL
  * is given up between reports). -1 when the progress callback raised (the jobs are told to
- * stop, and waited for). */
+ * stop, and waited for). The wait between reports ends as soon as the last job does (a
+ * plain sleep between polls cost up to a whole pause after it). */
 static int run_jobs(void (*fn)(void *), void *items, size_t item_size, int n, int64_t (*done_of)(void *),
                     int64_t done_base, Progress *pr, atomic_int *cancel)
 {
     Job *jobs = calloc((size_t)n, sizeof(Job));
     pthread_t *threads = calloc((size_t)n, sizeof(pthread_t));
+    JobsDone done = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
     int raised = 0;
     if (!jobs || !threads) { free(jobs); free(threads); return -2; }
     for (int i = 0; i < n; i++) {
         jobs[i].fn = fn;
         jobs[i].arg = (char *)items + (size_t)i * item_size;
+        jobs[i].done = &done;
         if (pthread_create(&threads[i], NULL, job_main, &jobs[i]) != 0) {
             threads[i] = 0;
             fn(jobs[i].arg);  /* no thread to be had: run it here */
-            atomic_store_explicit(&jobs[i].finished, 1, memory_order_release);
+            job_finished(&jobs[i]);
         }
     }
     for (;;) {
-        int all = 1;
-        for (int i = 0; i < n; i++) all &= atomic_load_explicit(&jobs[i].finished, memory_order_acquire);
-        if (all) break;
+        int all;
         Py_BEGIN_ALLOW_THREADS
-        struct timespec pause = {0, 20 * 1000 * 1000};
-        nanosleep(&pause, NULL);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 20 * 1000 * 1000;
+        if (until.tv_nsec >= 1000 * 1000 * 1000) { until.tv_sec++; until.tv_nsec -= 1000 * 1000 * 1000; }
+        pthread_mutex_lock(&done.lock);
+        if (done.finished < n) pthread_cond_timedwait(&done.changed, &done.lock, &until);
+        all = done.finished == n;
+        pthread_mutex_unlock(&done.lock);
         Py_END_ALLOW_THREADS
+        if (all) break;
         if (!raised && !done_of && PyErr_CheckSignals() < 0) {  /* Ctrl-C: the jobs stop */
             raised = 1;
             atomic_store_explicit(cancel, 1, memory_order_release);
         }
         if (!raised && done_of) {
-            int64_t done = done_base;
-            for (int i = 0; i < n; i++) done += done_of((char *)items + (size_t)i * item_size);
-            if (report(pr, done) < 0) {
+            int64_t bytes = done_base;
+            for (int i = 0; i < n; i++) bytes += done_of((char *)items + (size_t)i * item_size);
+            if (report(pr, bytes) < 0) {
                 raised = 1;
                 atomic_store_explicit(cancel, 1, memory_order_release);
             }
@@ -740,12 +763,14 @@ static int run_jobs(void (*fn)(void *), void *items, size_t item_size, int n, in
 static void worker_job(void *arg)
 {
     Worker *w = arg;
+    double began = now_s();
     if (worker_setup(w) < 0) {
         w->status = ST_ERROR;  /* out of memory: the merge fails the scan */
         w->stop_at = w->start;
-        return;
+    } else {
+        worker_range(w);
     }
-    worker_range(w);
+    w->seconds = now_s() - began;
 }
 static int64_t worker_done(void *arg)
 {
@@ -797,6 +822,11 @@ static int scan_rest(Scanner *s, Reader *r, int fd, int64_t begin, int64_t size,
     int jobs = run_jobs(worker_job, workers, sizeof(Worker), n_chain, worker_done, begin, pr, &cancel);
     double merging = now_s();
     s->par_workers_s = merging - started;
+    s->par_fastest_s = s->par_slowest_s = workers[0].seconds;
+    for (int i = 1; i < n_chain; i++) {
+        if (workers[i].seconds < s->par_fastest_s) s->par_fastest_s = workers[i].seconds;
+        if (workers[i].seconds > s->par_slowest_s) s->par_slowest_s = workers[i].seconds;
+    }
     /* merge, in order; what no worker read is read here, in order */
     st = jobs == -1 ? ST_ERROR : jobs == -2 ? ST_ERROR : ST_OK;
     int64_t pos = begin;

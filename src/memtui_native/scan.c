@@ -998,9 +998,10 @@ static PyMethodDef Scanner_methods[] = {
 static PyObject *Scanner_get_parallel(Scanner *s, void *closure)
 {
     (void)closure;
-    return Py_BuildValue("{s:L,s:L,s:L,s:d,s:d,s:d}", "ranges", (long long)s->par_ranges, "merged",
+    return Py_BuildValue("{s:L,s:L,s:L,s:d,s:d,s:d,s:d,s:d}", "ranges", (long long)s->par_ranges, "merged",
                          (long long)s->par_merged, "read_in_order", (long long)s->par_discarded,
-                         "prefix_s", s->par_prefix_s, "workers_s", s->par_workers_s, "merge_s", s->par_merge_s);
+                         "prefix_s", s->par_prefix_s, "workers_s", s->par_workers_s, "merge_s", s->par_merge_s,
+                         "fastest_range_s", s->par_fastest_s, "slowest_range_s", s->par_slowest_s);
 }
 
 static PyGetSetDef Scanner_getset[] = {
