@@ -53,9 +53,9 @@ if cache_dir == "-":
     for name, step in steps.items():
         marks[name] = scanned.parallel[step]
     marks["scan: the rest (the file's end, detached check)"] = total - sum(scanned.parallel[s] for s in steps.values())
-    if scanned.parallel["ranges"]:  # how evenly the ranges' threads shared the workers' time
-        marks["(range threads: the quickest)"] = scanned.parallel["fastest_range_s"]
-        marks["(range threads: the slowest)"] = scanned.parallel["slowest_range_s"]
+    if scanned.parallel["range_s"]:  # how evenly the ranges' threads shared the workers' time
+        marks["(range threads: the quickest)"] = min(scanned.parallel["range_s"])
+        marks["(range threads: the slowest)"] = max(scanned.parallel["range_s"])
     begun = time.time()
     snapshot = _model_from_scan(scanned, path)
     mark("model from the scan")

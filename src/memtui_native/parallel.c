@@ -822,11 +822,9 @@ static int scan_rest(Scanner *s, Reader *r, int fd, int64_t begin, int64_t size,
     int jobs = run_jobs(worker_job, workers, sizeof(Worker), n_chain, worker_done, begin, pr, &cancel);
     double merging = now_s();
     s->par_workers_s = merging - started;
-    s->par_fastest_s = s->par_slowest_s = workers[0].seconds;
-    for (int i = 1; i < n_chain; i++) {
-        if (workers[i].seconds < s->par_fastest_s) s->par_fastest_s = workers[i].seconds;
-        if (workers[i].seconds > s->par_slowest_s) s->par_slowest_s = workers[i].seconds;
-    }
+    free(s->par_range_s);
+    s->par_range_s = malloc((size_t)n_chain * sizeof(double));
+    for (int i = 0; s->par_range_s && i < n_chain; i++) s->par_range_s[i] = workers[i].seconds;
     /* merge, in order; what no worker read is read here, in order */
     st = jobs == -1 ? ST_ERROR : jobs == -2 ? ST_ERROR : ST_OK;
     int64_t pos = begin;

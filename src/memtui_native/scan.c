@@ -792,6 +792,7 @@ static void free_memo(Scanner *s)
 static void Scanner_dealloc(Scanner *s)
 {
     free_memo(s);
+    free(s->par_range_s);
     for (Py_ssize_t i = 0; i < s->objs.n; i++) Py_DECREF(VEC_AT(&s->objs, PyObject *, i));
     vec_free(&s->objs);
     vec_free(&s->obj_conv);
@@ -998,14 +999,21 @@ static PyMethodDef Scanner_methods[] = {
 static PyObject *Scanner_get_parallel(Scanner *s, void *closure)
 {
     (void)closure;
-    return Py_BuildValue("{s:L,s:L,s:L,s:d,s:d,s:d,s:d,s:d}", "ranges", (long long)s->par_ranges, "merged",
+    PyObject *ranges = PyList_New(0);
+    for (int64_t i = 0; ranges && s->par_range_s && i < s->par_ranges; i++) {
+        PyObject *seconds = PyFloat_FromDouble(s->par_range_s[i]);
+        if (!seconds || PyList_Append(ranges, seconds) < 0) Py_CLEAR(ranges);
+        Py_XDECREF(seconds);
+    }
+    if (!ranges) return NULL;
+    return Py_BuildValue("{s:L,s:L,s:L,s:d,s:d,s:d,s:N}", "ranges", (long long)s->par_ranges, "merged",
                          (long long)s->par_merged, "read_in_order", (long long)s->par_discarded,
                          "prefix_s", s->par_prefix_s, "workers_s", s->par_workers_s, "merge_s", s->par_merge_s,
-                         "fastest_range_s", s->par_fastest_s, "slowest_range_s", s->par_slowest_s);
+                         "range_s", ranges);
 }
 
 static PyGetSetDef Scanner_getset[] = {
-    {"parallel", (getter)Scanner_get_parallel, NULL, "ranges of the parallel pass: planned, merged, read in order; the seconds its steps took", NULL},
+    {"parallel", (getter)Scanner_get_parallel, NULL, "ranges of the parallel pass: planned, merged, read in order; the seconds its steps and each range's thread took", NULL},
     {"done", (getter)Scanner_get_done, NULL, "STOP was read", NULL},
     {"offset", (getter)Scanner_get_offset, NULL, "bytes of the stream consumed", NULL},
     {"max_frame_end", (getter)Scanner_get_max_frame_end, NULL, "where the last FRAME ends", NULL},

@@ -139,7 +139,7 @@ typedef struct {
     int64_t stop_offset;      /* the stream offset just after STOP */
     int64_t par_ranges, par_merged, par_discarded;  /* what the parallel pass did (parallel.c) */
     double par_prefix_s, par_workers_s, par_merge_s;  /* and how long its steps took (for benchmarks/phases.py) */
-    double par_fastest_s, par_slowest_s;  /* the quickest and the slowest range's thread */
+    double *par_range_s;      /* each range's thread time, par_ranges of them (malloc'd; NULL before a parallel pass) */
     /* A worker of the parallel pass (parallel.c): it reads a range of entries with a copy of
      * the tables, and refers to memo slots filled before its range by deferred codes
      * (-2 - k, k indexing deferred_index), which the merge resolves. */
