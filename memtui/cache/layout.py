@@ -13,12 +13,12 @@ import hashlib
 
 import numpy as np
 
-from memtui.model.actions import ActionTable
+from memtui.model.actions import OOM, ActionTable
 from memtui.model.frames import FrameTable, StackTable
 from memtui.model.lifetimes import Lifetimes
 from memtui.model.relevance import RULES_VERSION
 from memtui.model.segments import BlockTable, SegmentTable
-from memtui.model.snapshot import Annotation, DeviceModel, Snapshot
+from memtui.model.snapshot import FIGURES, Annotation, DeviceModel, Snapshot
 from memtui.model.strings import StringTable
 from memtui.model.trace import TraceColumns
 
@@ -39,6 +39,7 @@ def schema_signature() -> str:
     classes = [Snapshot, DeviceModel, Annotation, *_DEVICE_PARTS.values()]
     text = ";".join(f"{c.__name__}:{','.join(f.name for f in dataclasses.fields(c))}" for c in classes)
     text += ";frames:" + ",".join(_FRAME_ARRAYS) + ";stacks:" + ",".join(_STACK_ARRAYS)
+    text += ";figures:" + ",".join(FIGURES)
     text += f";relevance:{RULES_VERSION}"  # the flags and labels the cache keeps follow these rules
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -73,7 +74,10 @@ def take_apart(snapshot: Snapshot) -> tuple[dict[str, np.ndarray], dict]:
         if dev.source_index is not None:
             add(f"device.{dev.device}.source_index", dev.source_index)
             add(f"device.{dev.device}.source_version", dev.source_version)
-        devices.append({"device": dev.device, "parts": parts, "source": source})
+        figures = dev.computed_figures()
+        add(f"device.{dev.device}.figures.oom_indices", figures.pop("_oom_indices"))
+        figures["_action_counts"] = [int(count) for count in figures["_action_counts"]]
+        devices.append({"device": dev.device, "parts": parts, "source": source, "figures": figures})
     strings = snapshot.strings
     meta = {
         "strings": list(strings.values),
@@ -140,6 +144,7 @@ def put_together(arrays: dict[str, np.ndarray], meta: dict, source_path: str) ->
         dev.forward_site = arrays.get(f"device.{d}.forward_site")
         dev.block_forward_site = arrays.get(f"device.{d}.block_forward_site")
         dev.partial_trace = bool(source["partial_trace"])
+        dev.keep_figures(_checked_figures(dev, entry["figures"], arrays[f"device.{d}.figures.oom_indices"]))
         devices.append(dev)
     return Snapshot(
         source_path=source_path,
@@ -155,3 +160,28 @@ def put_together(arrays: dict[str, np.ndarray], meta: dict, source_path: str) ->
         warnings=list(meta["warnings"]),
         traced_devices=int(meta["traced_devices"]),
     )
+
+
+def _checked_figures(dev: DeviceModel, figures: dict, oom_indices: np.ndarray) -> dict:
+    """The trace's figures as the cache wrote them, each checked against what it counts (a
+    cache is only as trusted as its folder): a ValueError rejects the entry."""
+    n = len(dev.trace)
+    counts = np.asarray(figures["_action_counts"], np.int64)
+    if counts.ndim != 1 or (counts < 0).any() or int(counts.sum()) != n:
+        raise ValueError("action counts that are not the trace's")
+    ooms = int(counts[OOM]) if OOM < len(counts) else 0
+    if oom_indices.dtype != np.int64 or oom_indices.shape != (ooms,) or \
+            (ooms and (oom_indices[0] < 0 or oom_indices[-1] >= n or (np.diff(oom_indices) <= 0).any())):
+        raise ValueError("OOM indices that are not the trace's")
+    span = figures["time_span"]
+    if span is not None:
+        low, high = (float(value) for value in span)
+        if not (np.isfinite(low) and np.isfinite(high) and low <= high):
+            raise ValueError("a time span that is not one")
+        span = (low, high)
+    forward, live = figures["forward_frames"], figures["live_at_end"]
+    if type(forward) is not int or not 0 <= forward <= n or type(live) is not int or \
+            not 0 <= live <= (len(dev.blocks) if dev.partial_trace else len(dev.lives)):
+        raise ValueError("figures out of the trace's bounds")
+    return {"_action_counts": counts, "_oom_indices": oom_indices, "time_span": span, "forward_frames": forward,
+            "live_at_end": live}

@@ -49,6 +49,11 @@ class Match:
     kind: str = "block"  # "block" or "segment"
 
 
+# The figures of a trace the device model keeps once computed (the cached properties below);
+# the model cache stores them, so a warm open computes none of them again.
+FIGURES = ("_action_counts", "_oom_indices", "time_span", "forward_frames", "live_at_end")
+
+
 @dataclass
 class DeviceModel:
     device: int
@@ -118,6 +123,28 @@ class DeviceModel:
     def forward_frames(self) -> int:
         """How many of the trace's entries carry forward frames."""
         return trace_figures.forward_frames(self.trace.fwd)
+
+    @cached_property
+    def live_at_end(self) -> int:
+        """Allocations made in the trace and never freed; for a filtered export (whose frees may
+        have been left out) the live blocks the file holds."""
+        if self.partial_trace:
+            return int(np.count_nonzero(self.block_version != -1))
+        return trace_figures.never_freed(self.lives.start, self.lives.end)
+
+    def computed_figures(self) -> dict[str, Any]:
+        """Each of :data:`FIGURES`, computed here if not yet (for the model cache)."""
+        return {name: getattr(self, name) for name in FIGURES}
+
+    def keep_figures(self, figures: dict[str, Any]) -> None:
+        """Take :data:`FIGURES` computed before (the model cache read back), as if computed
+        here: a warm open makes no pass over the columns for them."""
+        unknown = set(figures) - set(FIGURES)
+        if unknown:
+            raise ValueError(f"not a figure of the trace: {sorted(unknown)}")
+        if "_oom_indices" in figures:
+            figures["_oom_indices"].setflags(write=False)
+        self.__dict__.update(figures)  # where functools.cached_property keeps what it computed
 
     def action_counts(self, names: list[str]) -> dict[str, int]:
         counts = self._action_counts

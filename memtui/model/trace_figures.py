@@ -1,6 +1,6 @@
 """The figures summaries of a trace need, each one pass over a whole column: how many events
 each action has, where the OOMs are, the first and last time, how many entries carry forward
-frames.
+frames, how many allocations are never freed.
 
 At ten million events each is a pass over a column of 10-80 MB; one after the other on one
 thread they were 60-80 ms of every ``memtui info``, warm or cold, whatever the cores. Here
@@ -48,3 +48,8 @@ def time_span(time_us: np.ndarray) -> tuple[float, float] | None:
 def forward_frames(fwd: np.ndarray) -> int:
     """Entries that carry forward frames."""
     return sum(on_slices(len(fwd), lambda start, stop: int(np.count_nonzero(fwd[start:stop] >= 0))))
+
+
+def never_freed(start: np.ndarray, end: np.ndarray) -> int:
+    """Lives that start in the trace and never end (-1 marks no event)."""
+    return sum(on_slices(len(start), lambda a, b: int(np.count_nonzero((start[a:b] != -1) & (end[a:b] == -1)))))

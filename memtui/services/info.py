@@ -5,12 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from memtui.jsonvalue import json_value
 from memtui.model import DeviceModel, Snapshot
 from memtui.model.segments import BLOCK_STATES, pool_name
-from memtui.model.slices import on_slices
 from memtui.report.sections import Lines, Report
 from memtui.units import format_bytes
 
@@ -39,15 +36,6 @@ def info(snapshot: Snapshot, options: InfoOptions) -> InfoResult:
 def render_text(snapshot: Snapshot, summary: dict[str, Any]) -> str:
     """The summary as ``memtui info`` prints it."""
     return "\n".join(render_lines(snapshot, summary))
-
-
-def _live_at_end(dev: DeviceModel) -> int:
-    """Allocations made in the trace and never freed; for a filtered export (whose frees may
-    have been left out) the live blocks the file holds."""
-    if dev.partial_trace:
-        return int(np.count_nonzero(dev.block_version != -1))
-    start, end = dev.lives.start, dev.lives.end
-    return sum(on_slices(len(start), lambda a, b: int(np.count_nonzero((start[a:b] != -1) & (end[a:b] == -1)))))
 
 
 def _pools(dev: DeviceModel) -> list[dict[str, Any]]:
@@ -96,7 +84,7 @@ def summarize(snapshot: Snapshot) -> dict[str, Any]:
                 "first_time_us": first_time,
                 "last_time_us": last_time,
                 "allocations": int(len(dev.lives)),
-                "live_at_end": _live_at_end(dev),
+                "live_at_end": dev.live_at_end,
             },
         })
     return {

@@ -13,7 +13,11 @@ import pytest
 from memtui import cli
 from memtui.cache import ModelCache
 from memtui.cache.fileformat import FORMAT_VERSION
+from memtui.model import trace_figures
+from memtui.model.actions import OOM
+from memtui.model.snapshot import DeviceModel
 from memtui.open import open_plain, open_snapshot
+from memtui.services.info import summarize
 from tests.conftest import sample_files, shared_params
 from tests.fixtures.model_equality import assert_same_model
 
@@ -326,3 +330,63 @@ def test_a_write_asked_to_stop_between_pieces_leaves_nothing(tmp_path, monkeypat
     with pytest.raises(fileformat.WriteStopped):
         fileformat.write_cache_file(str(tmp_path / "entry.mtc"), _varied_arrays(), {}, stop=lambda: next(asked) > 20)
     assert os.listdir(tmp_path) == []
+
+
+def _figures_from_columns(dev) -> dict:
+    """The trace's figures worked out again from the columns, plainly."""
+    trace = dev.trace
+    times = trace.time_us[np.isfinite(trace.time_us)]
+    live = (np.count_nonzero(dev.block_version != -1) if dev.partial_trace
+            else np.count_nonzero((dev.lives.start != -1) & (dev.lives.end == -1)))
+    return {"_action_counts": np.bincount(trace.action.astype(np.int64)),
+            "_oom_indices": np.flatnonzero(trace.action == OOM).astype(np.int64),
+            "time_span": (float(times.min()), float(times.max())) if len(times) else None,
+            "forward_frames": int(np.count_nonzero(trace.fwd >= 0)), "live_at_end": int(live)}
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.name) for p in sample_files()])
+def test_a_warm_open_keeps_the_figures_the_columns_give_and_passes_over_no_column(path, tmp_path, monkeypatch):
+    cache = ModelCache(str(tmp_path / "cache"))
+    warm(path, cache)
+
+    def no_pass(*args):
+        raise AssertionError("a warm open passed over a column for a figure the cache holds")
+
+    for name in ("action_counts", "oom_indices", "time_span", "forward_frames", "never_freed"):
+        monkeypatch.setattr(trace_figures, name, no_pass)
+    cached = cache.load(path)
+    summarize(cached)
+    monkeypatch.undo()
+    for dev in cached.devices:
+        got, want = dev.computed_figures(), _figures_from_columns(dev)
+        assert np.array_equal(got.pop("_action_counts"), want.pop("_action_counts"))
+        assert np.array_equal(got.pop("_oom_indices"), want.pop("_oom_indices"))
+        assert got == want
+        assert not dev.oom_indices().flags.writeable
+
+
+@pytest.mark.parametrize("lie", ["counts", "oom_indices", "time_span", "forward_frames", "live_at_end"])
+def test_a_cache_whose_figures_are_not_the_traces_is_rebuilt(snap, tmp_path, monkeypatch, lie):
+    honest = DeviceModel.computed_figures
+
+    def lying(dev):
+        figures = honest(dev)
+        n = len(dev.trace)
+        if lie == "counts":
+            figures["_action_counts"] = figures["_action_counts"] + 1
+        elif lie == "oom_indices":
+            figures["_oom_indices"] = np.append(figures["_oom_indices"], n).astype(np.int64)
+        elif lie == "time_span":
+            figures["time_span"] = (2.0, 1.0)
+        else:
+            figures[lie] = n + len(dev.lives) + len(dev.blocks) + 1
+        return figures
+
+    cache = ModelCache(str(tmp_path / "cache"))
+    monkeypatch.setattr(DeviceModel, "computed_figures", lying)
+    warm(snap, cache)
+    monkeypatch.undo()
+    assert len(cache_files(cache)) == 1
+    assert cache.load(snap) is None  # refused, and removed so the next open writes it afresh
+    assert cache_files(cache) == []
+    assert_same_model(open_snapshot(snap, cache=cache), open_plain(snap))
