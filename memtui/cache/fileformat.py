@@ -6,11 +6,11 @@ Layout::
     metadata: a pickle of plain values only (read with every global refused)
     arrays: raw little-endian data, each at a 4 KiB boundary
 
-The metadata lists each array's name, dtype, shape and offset, and the crc32 of each 8 MiB
-piece of its bytes and padding; an integer array whose every value is the same (a column no
-entry of the trace sets) is listed with that value and takes no bytes. Reading checks all of
-it, every byte of data included, before a single array is handed out: a cache file is
-never trusted. The pieces are checked on every core the process may use. Arrays are views
+The metadata lists each array's name, dtype, shape and offset, and the checksum of each 8 MiB
+piece of its bytes and padding (memtui/cache/checksum.py); an integer array whose every
+value is the same (a column no entry of the trace sets) is listed with that value and takes
+no bytes. Reading checks all of it, every byte of data included, before a single array is
+handed out: a cache file is never trusted. The pieces are checked on every core the process may use. Arrays are views
 of a private (copy-on-write) memory map, so a warm open costs page faults, not reads, and
 nothing can write back into the file.
 """
@@ -31,17 +31,18 @@ from typing import TypeVar
 import numpy as np
 
 from memtui.atomic import make_temp_file, temp_file_done
+from memtui.cache.checksum import checksum
 from memtui.cores import usable_cores
 from memtui.load.opcode_check import OpcodeCheck
 from memtui.load.safe_pickle import RestrictedUnpickler
 from memtui.load.source import NotRegularFile, open_regular_file
 
 MAGIC = b"MEMTUI\x00C"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4  # 4: the pieces' checksums in place of crc32s
 _HEADER = struct.Struct("<8sIQIQ")
 _ALIGN = 4096
 _PIECE = 8 << 20  # a write stops within one piece of being asked to
-CRC_PIECE = 8 << 20  # one crc32 per piece of an array, so that many cores can check one array
+CHECK_PIECE = 8 << 20  # one checksum per piece of an array, so that many cores can check one array
 _FILL_FROM = 64 << 10  # a constant integer array from this size is stored as its value
 FILL_RATIO = 8  # the arrays given by their value take at most this many times the file's size
 
@@ -84,10 +85,10 @@ def write_cache_file(path: str, arrays: dict[str, np.ndarray], meta: dict,
         stored.append(array)
         offset += _aligned(array.nbytes)
     data = [memoryview(array).cast("B") if array.nbytes else memoryview(b"") for array in stored]
-    crcs = _each_on_cores(_piece_crcs, data)
+    checks = _each_on_cores(_piece_checks, data)
     entries = [entry for entry in table if "fill" not in entry]
-    for entry, piece_crcs in zip(entries, crcs):
-        entry["crcs"] = piece_crcs
+    for entry, piece_checks in zip(entries, checks):
+        entry["checks"] = piece_checks
     meta = dict(meta, arrays=table, data_length=offset)
     meta_bytes = pickle.dumps(meta, protocol=4)
     data_start = _aligned(_HEADER.size + len(meta_bytes))
@@ -147,8 +148,8 @@ def _write_data(fd: int, head: bytes, pieces: list[tuple[int, memoryview]], tota
 
 
 def _each_on_cores(task: Callable[[_Item], _Result], items: list[_Item]) -> list[_Result]:
-    """``task`` of each item, in order, on a thread a core the process may use (crc32 and
-    numpy's copies let go of the GIL): the checksums, written and read, and the pieces
+    """``task`` of each item, in order, on a thread a core the process may use (the checksums
+    and numpy's copies let go of the GIL): the checksums, written and read, and the pieces
     stored. Daemon threads, unlike a pool's: a piece stuck on a slow disk must not hold up
     the end of a process that ends on a signal (the cache abandons such a write and
     removes its file, see ModelCache.abandon)."""
@@ -202,15 +203,11 @@ def _fill_value(array: np.ndarray) -> int | None:
     return int(first) if flat.min() == first and flat.max() == first else None
 
 
-def _piece_crcs(data: memoryview) -> list[int]:
-    """crc32 of each CRC_PIECE of an array's bytes followed by its padding to the page."""
+def _piece_checks(data: memoryview) -> list[int]:
+    """The checksum of each CHECK_PIECE of an array's bytes followed by its padding to the page."""
     padded_end = _aligned(len(data))
-    crcs = []
-    for start in range(0, max(padded_end, 1), CRC_PIECE):
-        end = min(start + CRC_PIECE, padded_end)
-        crc = zlib.crc32(data[start:min(end, len(data))])
-        crcs.append(zlib.crc32(bytes(max(0, end - max(start, len(data)))), crc))
-    return crcs
+    return [checksum(data[start:min(start + CHECK_PIECE, len(data))], min(CHECK_PIECE, padded_end - start))
+            for start in range(0, max(padded_end, 1), CHECK_PIECE)]
 
 
 def read_cache_file(path: str) -> tuple[dict[str, np.ndarray], dict]:
@@ -247,7 +244,7 @@ def read_cache_file(path: str) -> tuple[dict[str, np.ndarray], dict]:
     if any(mapped[_HEADER.size + meta_len:data_start]):
         raise CorruptCache("bytes between the metadata and the data")
     arrays = {}
-    pieces: list[tuple[int, int, int, str]] = []  # (start, end, crc, array name)
+    pieces: list[tuple[int, int, int, str]] = []  # (start, end, checksum, array name)
     extents = []
     try:
         for entry in meta["arrays"]:
@@ -266,21 +263,22 @@ def read_cache_file(path: str) -> tuple[dict[str, np.ndarray], dict]:
                 continue
             start = data_start + entry["offset"]
             end = start + _aligned(entry["nbytes"])
-            crcs = entry["crcs"]
+            checks = entry["checks"]
             if count * dtype.itemsize != entry["nbytes"] or start < data_start or end > size \
-                    or len(crcs) != max(1, -(-(end - start) // CRC_PIECE)):
+                    or len(checks) != max(1, -(-(end - start) // CHECK_PIECE)):
                 raise CorruptCache(f"array {name} does not fit")
             arrays[name] = np.frombuffer(mapped, dtype, count, start).reshape(shape)
             extents.append((start, end))
-            pieces += [(at, min(at + CRC_PIECE, end), crc, name) for at, crc in zip(range(start, end, CRC_PIECE), crcs)]
+            pieces += [(at, min(at + CHECK_PIECE, end), check, name)
+                       for at, check in zip(range(start, end, CHECK_PIECE), checks)]
             if start == end:
-                pieces.append((start, end, crcs[0], name))
+                pieces.append((start, end, checks[0], name))
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise CorruptCache(f"array table ({type(exc).__name__})") from None
     view = memoryview(mapped)
-    got = _each_on_cores(lambda piece: zlib.crc32(view[piece[0]:piece[1]]), pieces)
-    for (_, _, expected, name), crc in zip(pieces, got):
-        if crc != expected:
+    got = _each_on_cores(lambda piece: checksum(view[piece[0]:piece[1]], piece[1] - piece[0]), pieces)
+    for (_, _, expected, name), check in zip(pieces, got):
+        if check != expected:
             raise CorruptCache(f"array {name} checksum")
     position = data_start
     for start, end in sorted(extents):

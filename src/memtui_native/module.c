@@ -71,6 +71,8 @@ static PyMethodDef module_methods[] = {
      "_parallel_limits(prefix_rows, min_range, search_span, read_chunk, piece_rows) -> the old ones (tests make them small)"},
     {"_utf8_valid", native_utf8_valid, METH_VARARGS,
      "_utf8_valid(bytes) -> whether a worker thread takes them as a string (tests compare with Python)"},
+    {"checksum", native_checksum, METH_VARARGS,
+     "checksum(buffer, length) -> the model cache's checksum of a piece (memtui/cache/checksum.py)"},
     {"walk_opcodes", native_walk_opcodes, METH_VARARGS,
      "walk_opcodes(data, pos, base, limit, per_item) -> (status, pos, a, b, containers): the opcode check of "
      "memtui/load/opcode_check.py"},

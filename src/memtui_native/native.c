@@ -7,4 +7,5 @@
 #include "lifetimes.c"
 #include "allocator.c"
 #include "opcodes.c"
+#include "checksum.c"
 #include "module.c"

@@ -247,7 +247,7 @@ def test_constant_arrays_are_stored_as_their_value_and_read_back_whole(tmp_path)
 def test_a_damaged_piece_in_the_middle_of_a_long_array_is_found(tmp_path, monkeypatch):
     from memtui.cache import fileformat
 
-    monkeypatch.setattr(fileformat, "CRC_PIECE", 1 << 16)
+    monkeypatch.setattr(fileformat, "CHECK_PIECE", 1 << 16)
     path = tmp_path / "entry.mtc"
     fileformat.write_cache_file(str(path), {"long": np.arange(100_000, dtype=np.int64)}, {})
     data = bytearray(path.read_bytes())
