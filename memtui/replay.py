@@ -14,7 +14,7 @@ plus at most ``K`` lives started after it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -415,9 +415,24 @@ class Replayer:
         raise AttributeError(name)
 
     def state_at(self, i: int) -> AllocatorState:
-        """State after event ``i`` (``i = -1``: before the first event)."""
-        dev = self.device
+        """State after event ``i`` (``i = -1``: before the first event). The last one asked
+        for is kept: the views of one screen ask for the same event (the explorer's first
+        screen three times, each a pass over every allocation where no index is built yet);
+        its arrays are read-only, as every state's are meant to be."""
         i = int(min(max(i, -1), self.n_events - 1)) if self.n_events else -1
+        latest: AllocatorState | None = self.__dict__.get("_latest")  # (__getattr__ builds indexes only)
+        if latest is not None and latest.index == i:
+            return latest
+        state = self._state_at(i)
+        for f in fields(state):
+            value = getattr(state, f.name)
+            if isinstance(value, np.ndarray):
+                value.setflags(write=False)
+        self._latest = state
+        return state
+
+    def _state_at(self, i: int) -> AllocatorState:
+        dev = self.device
         lives = (self._open("blocks", self._life_start, self._life_end, i) if i >= 0
                  else np.nonzero(self._life_start < 0)[0])
         if i < 0:

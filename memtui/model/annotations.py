@@ -33,6 +33,11 @@ class Annotations:
     block: np.ndarray  # the snapshot's block it labels (the life's, or a ghost block), or NONE
     version: np.ndarray  # the address_n version of what it labels, or NONE
 
+    @classmethod
+    def none(cls) -> Annotations:
+        empty = np.zeros(0, np.int64)
+        return cls(empty, empty.copy(), empty.copy(), empty.copy())
+
     def __len__(self) -> int:
         return len(self.event)
 

@@ -157,6 +157,9 @@ class DeviceModel:
     @cached_property
     def annotations(self) -> Annotations:
         """The ``annotate`` entries and the allocation each labels (model/annotations.py)."""
+        counts = self._action_counts  # kept (and cached): most traces have no annotate entry to look for
+        if act.ANNOTATE >= len(counts) or not counts[act.ANNOTATE]:
+            return Annotations.none()
         trace = self.trace
         return link_annotations(trace.action, trace.addr, self.lives, self.blocks, self.block_version,
                                 self.block_life)

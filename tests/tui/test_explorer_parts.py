@@ -167,3 +167,43 @@ def test_slash_finds_what_the_log_shows_as_the_filter_does():
     assert np.array_equal(compile_filter('frame:"oom_uncaught.py:8"').indices(snapshot, device), hit.events)
     assert run_search(snapshot, device, "<module>").kind == "text"
     assert run_search(snapshot, device, "oom_uncaught.py:9999").kind == "none"
+
+
+def _marks_one_at_a_time(times: np.ndarray, annotations: list, device: int) -> tuple[list, list, list]:
+    """The annotation spans worked out plainly: each START, and the first END of its name at
+    or after it."""
+    starts = [(a.time_us, a.name) for a in annotations if a.device == device and a.stage == "START"]
+    events, end_events, names = [], [], []
+    for t, name in starts:
+        closes = sorted(a.time_us for a in annotations if a.device == device and a.stage == "END"
+                        and a.name == name and a.time_us >= t)
+        end = closes[0] if closes else np.inf
+        events.append(int(np.searchsorted(times, t, "left")))
+        end_events.append(min(int(np.searchsorted(times, end, "right")) - 1, len(times) - 1))
+        names.append(name)
+    return events, end_events, names
+
+
+def test_annotation_spans_close_at_the_first_end_of_their_name():
+    from memtui.model.snapshot import Annotation
+    from memtui.tui.views.device_view import _annotation_marks
+
+    snapshot = loaded(str(tiny_path()))
+    dev = snapshot.devices[0]
+    times = dev.trace.time_us
+    assert np.isfinite(times).all() and len(times) > 10
+    rng = np.random.default_rng(5)
+    low, high = float(times[0]), float(times[-1])
+    notes = []
+    for k in range(60):  # nested, repeated and unclosed spans of three names, on two devices
+        t = float(rng.uniform(low, high))
+        notes.append(Annotation(k % 7 == 0, "START", f"step {k % 3}", t))
+        if k % 5:
+            notes.append(Annotation(k % 7 == 0, "END", f"step {k % 3}", t + float(rng.uniform(0, (high - low) / 4))))
+    notes.append(Annotation(0, "START", "at the very end", high))
+    snapshot.annotations = notes
+    marks = _annotation_marks(snapshot, dev)
+    events, end_events, names = _marks_one_at_a_time(times, notes, dev.device)
+    assert marks.event.tolist() == events
+    assert marks.end_event.tolist() == end_events
+    assert marks.names == names

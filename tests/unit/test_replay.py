@@ -128,3 +128,20 @@ def test_the_nearest_stacked_event_far_back_and_none():
     for i in (0, 3, 4, 69_999, 70_000, 70_001, 99_999):
         assert nearest_stacked_before(stack, i) == int(whole[i])
     assert nearest_stacked_before(stack, 3) == NONE
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.name) for p in sample_files()])
+def test_the_state_asked_for_again_is_the_one_kept_and_read_only(path):
+    dev = open_snapshot(path).devices[0]
+    n = len(dev.trace)
+    replayer, fresh = Replayer(dev, indexed=False), Replayer(dev)
+    for i in (n - 1, n - 1, n // 2, n - 1, -1, -1, n // 2):
+        state = replayer.state_at(i)
+        if i == n - 1:
+            assert replayer.state_at(n + 5) is state  # asked past the end: the last event's
+        want = fresh.state_at(i)
+        for name in ("seg_addr", "seg_size", "blk_addr", "blk_size", "blk_state", "blk_life", "blk_segment"):
+            got = getattr(state, name)
+            assert np.array_equal(got, getattr(want, name)), (i, name)
+            assert not got.flags.writeable, name
+    assert replayer.state_at(n // 3) is not replayer.state_at(n // 4) or n // 3 == n // 4

@@ -119,12 +119,12 @@ def _annotation_marks(snapshot: Snapshot, device: DeviceModel) -> AnnotationMark
     by_name: dict[str, list[int]] = {}
     for k, (_, name) in enumerate(starts):
         by_name.setdefault(name, []).append(k)
-    for name, ks in by_name.items():
+    for name, ks in by_name.items():  # each START closes at the first END of the same name after it
         closes = np.sort(np.asarray(ends.get(name, []), float))
-        for k in ks:  # each START closes at the first END of the same name after it
-            pos = int(np.searchsorted(closes, start_t[k], "left"))
-            if pos < len(closes):
-                end_t[k] = closes[pos]
+        rows = np.asarray(ks, np.int64)
+        pos = np.searchsorted(closes, start_t[rows], "left")
+        closed = pos < len(closes)
+        end_t[rows[closed]] = closes[pos[closed]]
     event = np.searchsorted(times, start_t, "left").astype(np.int64)
     end_event = np.minimum(np.searchsorted(times, end_t, "right") - 1, n - 1).astype(np.int64)
     return AnnotationMarks(event, end_event, [name for _, name in starts])
