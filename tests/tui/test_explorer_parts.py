@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import numpy as np
@@ -188,7 +189,7 @@ def test_annotation_spans_close_at_the_first_end_of_their_name():
     from memtui.model.snapshot import Annotation
     from memtui.tui.views.device_view import _annotation_marks
 
-    snapshot = loaded(str(tiny_path()))
+    snapshot = copy.copy(loaded(str(tiny_path())))  # its annotations replaced below: not the shared one's
     dev = snapshot.devices[0]
     times = dev.trace.time_us
     assert np.isfinite(times).all() and len(times) > 10
