@@ -57,9 +57,13 @@ class FrontEnds:
 
     def explore(self, path: str, device: int | None = None, export_place: ExportPlace | None = None) -> int:
         from memtui.export.place import ANYWHERE
+        from memtui.tui.early_load import EarlyLoad
+
+        started = EarlyLoad(path, device, self.cache)  # opening while Textual is imported and the app starts
         from memtui.tui.app import run_app
 
-        return run_app(path, device=device, cache=self.cache, export_place=export_place or ANYWHERE)
+        return run_app(path, device=device, cache=self.cache, export_place=export_place or ANYWHERE,
+                       started=started)
 
     def browse_ranks(self, files: list[str], depth: int, runner, summary_cache, moment: str) -> int:
         from memtui.tui.ranks_app import run_ranks_app

@@ -23,6 +23,7 @@ from textual.screen import Screen
 from memtui.atomic import remove_temp_files_being_written
 from memtui.cache import ModelCache
 from memtui.export.place import ANYWHERE, ExportPlace
+from memtui.tui.early_load import EarlyLoad
 from memtui.tui.key_order import OrderedKeys
 from memtui.tui.lifecycle import run_in_terminal
 from memtui.tui.messages import LoadFailed, LoadFinished
@@ -54,16 +55,18 @@ class ExplorerApp(OrderedKeys, App[int]):
         self._init_key_order()  # keys typed while loading wait for the explorer (memtui/tui/key_order.py)
 
     # -- opening a snapshot ---------------------------------------------------------------
-    def open_file(self, source: str | os.PathLike | Loader, device: int | None = None) -> None:
+    def open_file(self, source: str | os.PathLike | Loader, device: int | None = None,
+                  started: EarlyLoad | None = None) -> None:
         """Open a snapshot in place of the explorer shown, or over the current screen (a list
         of ranks) when none is; if it cannot be opened, say why and keep what was there (with
-        nothing there, the app ends with the reason in ``load_error``)."""
+        nothing there, the app ends with the reason in ``load_error``). ``started``: its open,
+        begun before the app (memtui/tui/early_load.py)."""
         if self.loading:
             self.notify("a snapshot is still loading", severity="warning")
             return
         self.loading = True
         self._hold_cache_writes()
-        self.push_screen(LoadingScreen(source, device, self.model_cache))
+        self.push_screen(LoadingScreen(source, device, self.model_cache, started))
 
     def stop_loading(self) -> None:
         """Forget the snapshot being opened: its loading screen goes, and its worker with it."""
@@ -129,14 +132,15 @@ class MemtuiApp(ExplorerApp):
 
     def __init__(self, source: str | os.PathLike | Loader, device: int | None = None, *,
                  show_source: bool = True, cache: ModelCache | None = None,
-                 export_place: ExportPlace = ANYWHERE) -> None:
+                 export_place: ExportPlace = ANYWHERE, started: EarlyLoad | None = None) -> None:
         super().__init__(show_source=show_source, cache=cache, export_place=export_place)
         self._source = source
         self._device = device
+        self._started = started
 
     def on_mount(self) -> None:
         self.start_key_order()
-        self.open_file(self._source, self._device)
+        self.open_file(self._source, self._device, self._started)
 
 
 def run_explorer(app: ExplorerApp, cache_root: str | None = None,
@@ -162,8 +166,9 @@ def run_explorer(app: ExplorerApp, cache_root: str | None = None,
 
 
 def run_app(path: str | os.PathLike, device: int | None = None, cache: ModelCache | None = None,
-            export_place: ExportPlace = ANYWHERE) -> int:
+            export_place: ExportPlace = ANYWHERE, started: EarlyLoad | None = None) -> int:
     """Run the explorer on ``path`` (through the model ``cache``, exporting only where
-    ``export_place`` allows); the exit status (2 with one line on stderr if it cannot load)."""
-    app = MemtuiApp(path, device=device, cache=cache, export_place=export_place)
+    ``export_place`` allows; ``started``: its open, begun before Textual was imported); the
+    exit status (2 with one line on stderr if it cannot load)."""
+    app = MemtuiApp(path, device=device, cache=cache, export_place=export_place, started=started)
     return run_explorer(app, cache.root if cache is not None else None)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 
 from textual import work
 from textual.app import ComposeResult
@@ -22,14 +21,11 @@ from textual.worker import get_current_worker
 
 from memtui.cache import ModelCache
 from memtui.errors import MemtuiError
-from memtui.load import ProgressFn
-from memtui.model import Snapshot
-from memtui.open import open_snapshot
+from memtui.tui.early_load import EarlyLoad
 from memtui.tui.messages import LoadFailed, LoadFinished, LoadProgress
-from memtui.tui.views.first_view import keep_curves, prepare_view
+from memtui.tui.views.first_view import Loader, open_first_view
 from memtui.units import format_bytes
 
-Loader = Callable[[ProgressFn], Snapshot]
 PROGRESS_INTERVAL = 0.05  # seconds between progress messages: enough for a smooth bar
 STAGE_TEXT = {
     "reading": "reading and decoding",
@@ -67,11 +63,13 @@ class LoadingScreen(Screen):
     ]
 
     def __init__(self, source: str | os.PathLike | Loader, device: int | None = None,
-                 cache: ModelCache | None = None) -> None:
+                 cache: ModelCache | None = None, started: EarlyLoad | None = None) -> None:
         """``source``: a path, opened through the model ``cache``, or ``loader(progress) -> Snapshot``;
-        ``device``: the one to show first (None: the default, see ``Snapshot.device_or_default``)."""
+        ``device``: the one to show first (None: the default, see ``Snapshot.device_or_default``);
+        ``started``: the open of ``source`` begun before the app (memtui/tui/early_load.py)."""
         super().__init__()
         self._source = source
+        self._started = started
         self._device = device
         self._cache = cache
         self._file, self._file_size = source_name_and_size(source)
@@ -103,11 +101,13 @@ class LoadingScreen(Screen):
                 self.post_message(LoadProgress(stage, done, total))
 
         try:
-            source = self._source
-            snapshot = source(progress) if callable(source) else open_snapshot(source, progress, cache=self._cache)
-            progress("preparing", 0, 1)
-            view = prepare_view(snapshot, self._device, self._cache, None if callable(source) else source)
-            keep_curves(self._cache, None if callable(source) else source, view)
+            if self._started is not None:
+                opened = self._started.take(progress, lambda: worker.is_cancelled)
+                if opened is None:
+                    return
+            else:
+                opened = open_first_view(self._source, self._device, self._cache, progress)
+            snapshot, view = opened
         except _LoadCancelled:
             return
         except MemtuiError as exc:

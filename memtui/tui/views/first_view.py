@@ -4,11 +4,30 @@ cache where an earlier open kept them."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from memtui.cache import ModelCache
 from memtui.cache.curves import load_curves, store_curves_later
+from memtui.load import ProgressFn
 from memtui.model import Snapshot
+from memtui.open import open_snapshot
 from memtui.tui.views.device_view import DeviceView, build_device_view
+
+Loader = Callable[[ProgressFn], Snapshot]
+
+
+def open_first_view(source: str | os.PathLike | Loader, device: int | None, cache: ModelCache | None,
+                    progress: ProgressFn) -> tuple[Snapshot, DeviceView]:
+    """The snapshot (a path, opened through the model ``cache``, or ``loader(progress)``) and
+    the view the explorer opens on, its curves kept for the next open: everything the first
+    screen needs, made off the thread that draws it (the loading screen's worker, or the open
+    begun before the app, memtui/tui/early_load.py)."""
+    path = None if callable(source) else source
+    snapshot = source(progress) if callable(source) else open_snapshot(source, progress, cache=cache)
+    progress("preparing", 0, 1)
+    view = prepare_view(snapshot, device, cache, path)
+    keep_curves(cache, path, view)
+    return snapshot, view
 
 
 def prepare_view(snapshot: Snapshot, device: int | None, cache: ModelCache | None,
@@ -20,6 +39,7 @@ def prepare_view(snapshot: Snapshot, device: int | None, cache: ModelCache | Non
     view = build_device_view(snapshot, d, load_curves(cache, source, model.device, len(model.trace)))
     if cache is not None and source is not None:
         view.kept_with = (cache, source)
+    view.peak_allocated, view.peak_reserved  # noqa: B018 (the first screen shows both: a pass over each curve, made here)
     return view
 
 

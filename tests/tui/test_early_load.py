@@ -1,0 +1,123 @@
+"""The explorer's snapshot opened before Textual is imported (memtui/tui/early_load.py): the
+app shows what it made, the progress made before the loading screen came, its errors as
+one line, a quit while it runs; the cache is written after the first screen, as always."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+
+from memtui.cache import ModelCache
+from memtui.errors import SnapshotError
+from memtui.open import open_snapshot
+from memtui.tui.app import MemtuiApp
+from memtui.tui.early_load import EarlyLoad
+from memtui.tui.screens.main import MainScreen
+from tests.fixtures.tiny_snapshot import write_tiny_snapshot
+
+
+async def _settle(app, pilot, done) -> None:
+    for _ in range(200):
+        if done():
+            return
+        await pilot.pause(0.05)
+
+
+async def test_the_app_shows_the_model_and_view_the_early_open_made(tmp_path):
+    path = write_tiny_snapshot(tmp_path)
+    cache = ModelCache(str(tmp_path / "cache"))
+    started_on: list[str] = []
+    real_start = cache._start_writer
+
+    def noting_start(task):
+        try:
+            started_on.append(type(app.screen).__name__)
+        except Exception:  # noqa: BLE001 - a write started once the app has ended (the index)
+            started_on.append("ended")
+        real_start(task)
+
+    cache._start_writer = noting_start
+    started = EarlyLoad(path, None, cache)
+    app = MemtuiApp(path, cache=cache, started=started)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _settle(app, pilot, lambda: isinstance(app.screen, MainScreen) and started_on)
+        screen = app.screen
+        assert isinstance(screen, MainScreen)
+        shown = screen.snapshot.devices[0]
+        want = open_snapshot(path).devices[0]
+        assert np.array_equal(shown.trace.addr, want.trace.addr)
+        assert screen.current_view.n_events == len(want.trace)
+        assert screen.current_view.kept_with is not None  # its curves and index go to the cache, as a path's do
+    cache.wait()
+    assert started_on[:2] == ["MainScreen", "MainScreen"] and set(started_on) <= {"MainScreen", "ended"}
+    names = os.listdir(cache.folder)
+    assert sum(name.endswith(".mtc") for name in names) == 1 and sum(".curves" in name for name in names) == 1
+
+
+async def test_a_file_the_early_open_cannot_read_ends_the_app_with_its_one_line(tmp_path):
+    path = tmp_path / "broken.pickle"
+    path.write_bytes(b"\x80\x04not a snapshot")
+    app = MemtuiApp(path, started=EarlyLoad(path, None, None))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _settle(app, pilot, lambda: app.load_error is not None)
+    assert app.load_error is not None and "\n" not in app.load_error
+    assert app.return_code == 2
+
+
+def test_progress_made_before_the_loading_screen_is_told_then_the_rest(tmp_path, monkeypatch):
+    path = write_tiny_snapshot(tmp_path)
+    gate, told = threading.Event(), []
+
+    def slow_open(source, device, cache, progress):
+        progress("reading", 5, 10)
+        progress("reading", 6, 10)
+        gate.wait(10)
+        progress("indexing", 1, 2)
+        return "snapshot", "view"
+
+    monkeypatch.setattr("memtui.tui.early_load.open_first_view", slow_open)
+    started = EarlyLoad(path, None, None)
+    threading.Timer(0.2, gate.set).start()
+    assert started.take(lambda *step: told.append(step), lambda: False) == ("snapshot", "view")
+    assert told == [("reading", 6, 10), ("indexing", 1, 2)]
+
+
+def test_a_loading_screen_that_goes_stops_the_wait_and_the_open(tmp_path, monkeypatch):
+    path = write_tiny_snapshot(tmp_path)
+    gate, ended = threading.Event(), threading.Event()
+
+    class Gone(Exception):
+        pass
+
+    def slow_open(source, device, cache, progress):
+        gate.wait(10)
+        try:
+            progress("reading", 1, 2)  # the loading screen's progress raises once it is gone
+        finally:
+            ended.set()
+
+    def gone(*step):
+        raise Gone
+
+    monkeypatch.setattr("memtui.tui.early_load.open_first_view", slow_open)
+    cache = ModelCache(str(tmp_path / "cache"))
+    started = EarlyLoad(path, None, cache)
+    assert cache._holds == 1  # nothing it builds is written before the explorer has drawn
+    assert started.take(gone, lambda: True) is None
+    assert cache._holds == 0
+    gate.set()
+    assert ended.wait(10)
+
+
+def test_the_early_opens_error_is_raised_where_it_is_taken(tmp_path):
+    missing = tmp_path / "gone.pickle"
+    missing.write_bytes(b"")
+    started = EarlyLoad(missing, None, None)
+    try:
+        started.take(lambda *step: None, lambda: False)
+    except SnapshotError as exc:
+        assert "\n" not in exc.message
+    else:
+        raise AssertionError("an empty file was opened")
