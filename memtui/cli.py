@@ -62,8 +62,11 @@ class FrontEnds:
         started = EarlyLoad(path, device, self.cache)  # opening while Textual is imported and the app starts
         from memtui.tui.app import run_app
 
-        return run_app(path, device=device, cache=self.cache, export_place=export_place or ANYWHERE,
-                       started=started)
+        try:
+            return run_app(path, device=device, cache=self.cache, export_place=export_place or ANYWHERE,
+                           started=started)
+        finally:
+            started.abandon()  # an app that ended before it took the snapshot leaves it unopened
 
     def browse_ranks(self, files: list[str], depth: int, runner, summary_cache, moment: str) -> int:
         from memtui.tui.ranks_app import run_ranks_app

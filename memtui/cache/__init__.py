@@ -110,7 +110,7 @@ class ModelCache:
             if meta.get("key") != os.path.basename(entry)[:-4]:
                 raise CorruptCache("written for another snapshot")
             snapshot = put_together(arrays, meta, os.fspath(path))
-        except (CorruptCache, KeyError, TypeError, ValueError, IndexError) as exc:
+        except (CorruptCache, KeyError, TypeError, ValueError, IndexError, OverflowError) as exc:
             log.info("cache file %s rejected (%s); rebuilding", entry, exc)
             remove_quietly(entry)
             return None

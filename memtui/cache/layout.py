@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 
 import numpy as np
 
@@ -163,22 +164,33 @@ def put_together(arrays: dict[str, np.ndarray], meta: dict, source_path: str) ->
 
 
 def _checked_figures(dev: DeviceModel, figures: dict, oom_indices: np.ndarray) -> dict:
-    """The trace's figures as the cache wrote them, each checked against what it counts (a
-    cache is only as trusted as its folder): a ValueError rejects the entry."""
+    """The trace's figures as the cache wrote them, each checked against what it counts, as
+    far as that costs no pass over a column (a cache is only as trusted as its folder; its
+    checksums catch damage, not a file written to lie): a ValueError rejects the entry.
+
+    The counts add up to the events, each at most that; the OOMs are ascending events of the
+    trace whose action is an OOM, as many as the counts say; the span is two finite numbers
+    in order; the other two are integers within the trace's bounds. What passes and is still
+    wrong (a count moved between two actions, a span wider than the times) could only have
+    been written on purpose, and shows wrong figures, never more."""
     n = len(dev.trace)
-    counts = np.asarray(figures["_action_counts"], np.int64)
-    if counts.ndim != 1 or (counts < 0).any() or int(counts.sum()) != n:
+    raw_counts = figures["_action_counts"]
+    if not isinstance(raw_counts, list) or not all(type(c) is int and 0 <= c <= n for c in raw_counts) or \
+            sum(raw_counts) != n:
         raise ValueError("action counts that are not the trace's")
+    counts = np.asarray(raw_counts, np.int64)
     ooms = int(counts[OOM]) if OOM < len(counts) else 0
     if oom_indices.dtype != np.int64 or oom_indices.shape != (ooms,) or \
-            (ooms and (oom_indices[0] < 0 or oom_indices[-1] >= n or (np.diff(oom_indices) <= 0).any())):
+            (ooms and (oom_indices[0] < 0 or oom_indices[-1] >= n or (np.diff(oom_indices) <= 0).any()
+                       or (dev.trace.action[oom_indices] != OOM).any())):
         raise ValueError("OOM indices that are not the trace's")
     span = figures["time_span"]
     if span is not None:
-        low, high = (float(value) for value in span)
-        if not (np.isfinite(low) and np.isfinite(high) and low <= high):
+        if not isinstance(span, tuple) or len(span) != 2 or not all(type(v) is float for v in span):
             raise ValueError("a time span that is not one")
-        span = (low, high)
+        low, high = span
+        if not (math.isfinite(low) and math.isfinite(high) and low <= high):
+            raise ValueError("a time span that is not one")
     forward, live = figures["forward_frames"], figures["live_at_end"]
     if type(forward) is not int or not 0 <= forward <= n or type(live) is not int or \
             not 0 <= live <= (len(dev.blocks) if dev.partial_trace else len(dev.lives)):

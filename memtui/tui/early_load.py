@@ -25,6 +25,10 @@ from memtui.tui.views.device_view import DeviceView
 from memtui.tui.views.first_view import open_first_view
 
 
+class _Abandoned(Exception):
+    """Raised in the open's progress to stop an open nobody will take."""
+
+
 class EarlyLoad:
     """The snapshot at ``path`` and the view of ``device`` the explorer opens on
     (:func:`memtui.tui.views.first_view.open_first_view`), made on a daemon thread started at
@@ -41,11 +45,14 @@ class EarlyLoad:
         self._done = threading.Event()
         self._opened: tuple[Snapshot, DeviceView] | None = None
         self._error: Exception | None = None
+        self._abandoned = False
         if cache is not None:
             cache.hold_writes()  # released in take(): the app holds them on to its first screen
         threading.Thread(target=self._open, name="memtui-early-load", daemon=True).start()
 
     def _progress(self, stage: str, done: int, total: int) -> None:
+        if self._abandoned:
+            raise _Abandoned
         with self._lock:
             listener = self._listener
             if listener is None:
@@ -58,8 +65,15 @@ class EarlyLoad:
             self._opened = open_first_view(self.path, self._device, self._cache, self._progress)
         except Exception as exc:  # handed to the loading screen, which says what it was
             self._error = exc
+        except BaseException as exc:  # noqa: BLE001 - (none is expected here) still an answer, never a wait
+            self._error = RuntimeError(f"the open ended on {type(exc).__name__}")
         finally:
             self._done.set()
+
+    def abandon(self) -> None:
+        """The app ended without taking the result: the open stops at its next step (and so
+        writes nothing to the cache for an exit to wait on)."""
+        self._abandoned = True
 
     def take(self, progress: ProgressFn, cancelled: Callable[[], bool]) -> tuple[Snapshot, DeviceView] | None:
         """The snapshot and its view, once made (or the exception, raised here); ``progress`` is

@@ -705,19 +705,35 @@ static void *job_main(void *arg)
 /* Run fn(items[i]) for each item on a thread of its own; meanwhile report progress (the GIL
  * is given up between reports). -1 when the progress callback raised (the jobs are told to
  * stop, and waited for). The wait between reports ends as soon as the last job does (a
- * plain sleep between polls cost up to a whole pause after it). */
+ * plain sleep between polls cost up to a whole pause after it).
+ *
+ * What the jobs share with this thread (``done``, and the caller's ``items`` and ``cancel``)
+ * is on the heap and outlives this call when this thread does not come back from a wait: a
+ * daemon thread that wants the GIL back while the interpreter ends is stopped there by
+ * Python (pthread_exit), and the jobs go on until the process ends. Then it is never freed. */
 static int run_jobs(void (*fn)(void *), void *items, size_t item_size, int n, int64_t (*done_of)(void *),
                     int64_t done_base, Progress *pr, atomic_int *cancel)
 {
     Job *jobs = calloc((size_t)n, sizeof(Job));
     pthread_t *threads = calloc((size_t)n, sizeof(pthread_t));
-    JobsDone done = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    JobsDone *done = calloc(1, sizeof(JobsDone));
+    pthread_condattr_t monotonic;
     int raised = 0;
-    if (!jobs || !threads) { free(jobs); free(threads); return -2; }
+    if (!jobs || !threads || !done) { free(jobs); free(threads); free(done); return -2; }
+    /* timed waits on the monotonic clock: a wall clock set back would stall them */
+    if (pthread_condattr_init(&monotonic) != 0) { free(jobs); free(threads); free(done); return -2; }
+    pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+    int ready = pthread_mutex_init(&done->lock, NULL) == 0;
+    if (ready && pthread_cond_init(&done->changed, &monotonic) != 0) {
+        pthread_mutex_destroy(&done->lock);
+        ready = 0;
+    }
+    pthread_condattr_destroy(&monotonic);
+    if (!ready) { free(jobs); free(threads); free(done); return -2; }
     for (int i = 0; i < n; i++) {
         jobs[i].fn = fn;
         jobs[i].arg = (char *)items + (size_t)i * item_size;
-        jobs[i].done = &done;
+        jobs[i].done = done;
         if (pthread_create(&threads[i], NULL, job_main, &jobs[i]) != 0) {
             threads[i] = 0;
             fn(jobs[i].arg);  /* no thread to be had: run it here */
@@ -728,13 +744,13 @@ static int run_jobs(void (*fn)(void *), void *items, size_t item_size, int n, in
         int all;
         Py_BEGIN_ALLOW_THREADS
         struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
+        clock_gettime(CLOCK_MONOTONIC, &until);
         until.tv_nsec += 20 * 1000 * 1000;
         if (until.tv_nsec >= 1000 * 1000 * 1000) { until.tv_sec++; until.tv_nsec -= 1000 * 1000 * 1000; }
-        pthread_mutex_lock(&done.lock);
-        if (done.finished < n) pthread_cond_timedwait(&done.changed, &done.lock, &until);
-        all = done.finished == n;
-        pthread_mutex_unlock(&done.lock);
+        pthread_mutex_lock(&done->lock);
+        if (done->finished < n) pthread_cond_timedwait(&done->changed, &done->lock, &until);
+        all = done->finished == n;
+        pthread_mutex_unlock(&done->lock);
         Py_END_ALLOW_THREADS
         if (all) break;
         if (!raised && !done_of && PyErr_CheckSignals() < 0) {  /* Ctrl-C: the jobs stop */
@@ -754,6 +770,9 @@ static int run_jobs(void (*fn)(void *), void *items, size_t item_size, int n, in
     for (int i = 0; i < n; i++)
         if (threads[i]) pthread_join(threads[i], NULL);
     Py_END_ALLOW_THREADS
+    pthread_cond_destroy(&done->changed);
+    pthread_mutex_destroy(&done->lock);
+    free(done);
     free(jobs);
     free(threads);
     return raised ? -1 : 0;
@@ -802,7 +821,6 @@ static int scan_rest(Scanner *s, Reader *r, int fd, int64_t begin, int64_t size,
         if (found > starts[n_starts - 1]) starts[n_starts++] = found;
     }
     if (n_starts < 2) return run_from(s, r, begin, -1, 0, pr, &how, &where);
-    atomic_int cancel = 0;
     /* parse: a worker per range */
     int st = prepare_objects(s);
     if (st) return st;
@@ -812,14 +830,17 @@ static int scan_rest(Scanner *s, Reader *r, int fd, int64_t begin, int64_t size,
         for (int i = 0; i < MEMO_CHUNK; i++) deferred_chunk[i] = SLOT(SK_DEFERRED, 0);
     }
     int n_chain = n_starts;
+    /* on the heap, as the workers are: they may outlive this thread (see run_jobs) */
+    atomic_int *cancel = malloc(sizeof *cancel);
     Worker *workers = calloc((size_t)n_chain, sizeof(Worker));
-    if (!workers) return ST_ERROR;
+    if (!workers || !cancel) { free(workers); free(cancel); return ST_ERROR; }
+    atomic_init(cancel, 0);
     for (int i = 0; i < n_chain; i++)  /* the rest of each setup on the worker's own thread */
         workers[i] = (Worker){.parent = s, .fd = fd, .start = starts[i],
-                              .end = i + 1 < n_chain ? starts[i + 1] : size, .cancel = &cancel};
+                              .end = i + 1 < n_chain ? starts[i + 1] : size, .cancel = cancel};
     s->par_ranges = n_chain;
     double started = now_s();
-    int jobs = run_jobs(worker_job, workers, sizeof(Worker), n_chain, worker_done, begin, pr, &cancel);
+    int jobs = run_jobs(worker_job, workers, sizeof(Worker), n_chain, worker_done, begin, pr, cancel);
     double merging = now_s();
     s->par_workers_s = merging - started;
     free(s->par_range_s);
@@ -852,6 +873,7 @@ static int scan_rest(Scanner *s, Reader *r, int fd, int64_t begin, int64_t size,
     for (int i = 0; i < n_chain; i++)
         if (workers[i].s.memo) worker_free(&workers[i]);
     free(workers);
+    free(cancel);
     if (st || pos < 0) return st;
     /* the rest (the last range's tail, or everything after a range that did not chain) */
     return run_from(s, r, pos, -1, 0, pr, &how, &where);

@@ -91,10 +91,15 @@ def test_a_loading_screen_that_goes_stops_the_wait_and_the_open(tmp_path, monkey
     class Gone(Exception):
         pass
 
+    stopped_by: list[type] = []
+
     def slow_open(source, device, cache, progress):
         gate.wait(10)
         try:
             progress("reading", 1, 2)  # the loading screen's progress raises once it is gone
+        except Exception as exc:
+            stopped_by.append(type(exc))
+            raise
         finally:
             ended.set()
 
@@ -109,6 +114,27 @@ def test_a_loading_screen_that_goes_stops_the_wait_and_the_open(tmp_path, monkey
     assert cache._holds == 0
     gate.set()
     assert ended.wait(10)
+    assert stopped_by == [Gone]  # the open went no further than its next step
+
+
+def test_an_open_the_app_never_took_stops_at_its_next_step(tmp_path, monkeypatch):
+    path = write_tiny_snapshot(tmp_path)
+    gate, ended, went_on = threading.Event(), threading.Event(), []
+
+    def slow_open(source, device, cache, progress):
+        gate.wait(10)
+        try:
+            progress("reading", 1, 2)
+            went_on.append(True)
+        finally:
+            ended.set()
+
+    monkeypatch.setattr("memtui.tui.early_load.open_first_view", slow_open)
+    started = EarlyLoad(path, None, None)
+    started.abandon()
+    gate.set()
+    assert ended.wait(10)
+    assert went_on == []
 
 
 def test_the_early_opens_error_is_raised_where_it_is_taken(tmp_path):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from memtui import cli
-from memtui.cache import ModelCache
+from memtui.cache import ModelCache, layout
 from memtui.cache.fileformat import FORMAT_VERSION
 from memtui.model import trace_figures
 from memtui.model.actions import OOM
@@ -365,19 +365,50 @@ def test_a_warm_open_keeps_the_figures_the_columns_give_and_passes_over_no_colum
         assert not dev.oom_indices().flags.writeable
 
 
-@pytest.mark.parametrize("lie", ["counts", "oom_indices", "time_span", "forward_frames", "live_at_end"])
-def test_a_cache_whose_figures_are_not_the_traces_is_rebuilt(snap, tmp_path, monkeypatch, lie):
+OOM_SAMPLE = next(p for p in sample_files() if p.name.startswith("oom_training"))
+LIES = ["counts", "counts_past_int64", "counts_that_wrap_to_the_events", "oom_index_past_the_end",
+        "oom_index_not_an_oom", "oom_indices_repeated", "time_span_reversed", "time_span_past_float", "time_span_text",
+        "forward_frames", "live_at_end"]
+
+
+@pytest.mark.parametrize("lie", LIES)
+def test_a_cache_whose_figures_are_not_the_traces_is_rebuilt(tmp_path, monkeypatch, lie):
+    snap = tmp_path / OOM_SAMPLE.name
+    shutil.copyfile(OOM_SAMPLE, snap)
     honest = DeviceModel.computed_figures
 
     def lying(dev):
         figures = honest(dev)
         n = len(dev.trace)
+        counts = figures["_action_counts"]
+        ooms = figures["_oom_indices"]
+        if dev.device != 0:
+            return figures
+        assert len(ooms), "the sample has an OOM"
+        not_oom = int(np.flatnonzero(dev.trace.action != OOM)[0])
         if lie == "counts":
-            figures["_action_counts"] = figures["_action_counts"] + 1
-        elif lie == "oom_indices":
-            figures["_oom_indices"] = np.append(figures["_oom_indices"], n).astype(np.int64)
-        elif lie == "time_span":
+            figures["_action_counts"] = counts + 1
+        elif lie == "counts_past_int64":
+            figures["_action_counts"] = np.append(counts, 0).astype(object)
+            figures["_action_counts"][-1] = 2**70
+        elif lie == "counts_that_wrap_to_the_events":
+            wrapped = [int(c) for c in counts] + [2**63 - 1, 2**63 - 1]
+            wrapped[0] += 2  # 2 * (2**63 - 1) + 2 is 2**64: the int64 sum comes back to the events
+            figures["_action_counts"] = wrapped
+        elif lie == "oom_index_past_the_end":
+            figures["_oom_indices"] = np.append(ooms[:-1], n).astype(np.int64)
+        elif lie == "oom_index_not_an_oom":
+            figures["_oom_indices"] = np.sort(np.append(ooms[1:], not_oom)).astype(np.int64)
+        elif lie == "oom_indices_repeated":
+            counts[OOM] += 1
+            counts[int(np.flatnonzero(counts)[0])] -= 1
+            figures["_oom_indices"] = np.sort(np.append(ooms, ooms[0])).astype(np.int64)
+        elif lie == "time_span_reversed":
             figures["time_span"] = (2.0, 1.0)
+        elif lie == "time_span_past_float":
+            figures["time_span"] = (10**400, 1)
+        elif lie == "time_span_text":
+            figures["time_span"] = "12"
         else:
             figures[lie] = n + len(dev.lives) + len(dev.blocks) + 1
         return figures
@@ -390,3 +421,22 @@ def test_a_cache_whose_figures_are_not_the_traces_is_rebuilt(snap, tmp_path, mon
     assert cache.load(snap) is None  # refused, and removed so the next open writes it afresh
     assert cache_files(cache) == []
     assert_same_model(open_snapshot(snap, cache=cache), open_plain(snap))
+
+
+@pytest.mark.parametrize("figure, value", [
+    ("_action_counts", "floats"), ("_action_counts", "bools"), ("_action_counts", "array"),
+    ("time_span", [1.0, 2.0]), ("time_span", (1, 2)), ("time_span", (1.0, float("nan"))), ("time_span", (1.0,)),
+    ("forward_frames", True), ("forward_frames", -1), ("live_at_end", 2.0)])
+def test_figures_of_another_type_are_refused(figure, value):
+    dev = open_plain(OOM_SAMPLE).devices[0]
+    figures = dev.computed_figures()
+    oom_indices = figures.pop("_oom_indices").copy()
+    counts = [int(c) for c in figures["_action_counts"]]
+    figures["_action_counts"] = counts
+    assert layout._checked_figures(dev, dict(figures), oom_indices)["forward_frames"] == figures["forward_frames"]
+    if figure == "_action_counts":
+        value = {"floats": [float(c) for c in counts], "bools": [bool(c) for c in counts],
+                 "array": np.asarray(counts)}[value]
+    figures[figure] = value
+    with pytest.raises(ValueError):
+        layout._checked_figures(dev, figures, oom_indices)
