@@ -284,5 +284,34 @@ class ModelCache:
         for name in names:  # what is kept beside an entry (the explorer's curves) goes with it
             if not name.startswith(".") and not name.endswith(".mtc") and name.split(".", 1)[0] not in kept:
                 remove_quietly(os.path.join(self.folder, name))
+        self._remove_older_formats()
+
+    def _remove_older_formats(self) -> None:
+        """The folders of the cache formats before this one (``v<N>``): no memtui that writes
+        this format reads them, and a 10M-event entry is hundreds of megabytes. Only their
+        plain files, and only older formats: a newer memtui's cache beside this one is left
+        alone."""
+        try:
+            names = os.listdir(self.root)
+        except OSError:
+            return
+        for name in names:
+            if not (name[:1] == "v" and name[1:].isdigit() and int(name[1:]) < FORMAT_VERSION):
+                continue
+            old = os.path.join(self.root, name)
+            if os.path.islink(old) or not os.path.isdir(old):
+                continue
+            try:
+                inside = os.listdir(old)
+            except OSError:
+                continue
+            for file in inside:
+                full = os.path.join(old, file)
+                if os.path.isfile(full) and not os.path.islink(full):
+                    remove_quietly(full)
+            try:
+                os.rmdir(old)
+            except OSError:
+                pass  # something else in it: left as it is
 
 

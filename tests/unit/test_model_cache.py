@@ -440,3 +440,20 @@ def test_figures_of_another_type_are_refused(figure, value):
     figures[figure] = value
     with pytest.raises(ValueError):
         layout._checked_figures(dev, figures, oom_indices)
+
+
+def test_a_write_removes_the_folders_of_older_formats_only(snap, tmp_path):
+    root = tmp_path / "cache"
+    older, newer, linked_to = root / f"v{FORMAT_VERSION - 1}", root / f"v{FORMAT_VERSION + 1}", tmp_path / "elsewhere"
+    for folder in (older, newer, linked_to):
+        folder.mkdir(parents=True)
+        (folder / "entry.mtc").write_bytes(b"x" * 100)
+    (root / f"v{FORMAT_VERSION - 2}").symlink_to(linked_to)
+    (root / "summaries").mkdir()
+    (root / "summaries" / "kept.msgpack").write_bytes(b"x")
+    cache = ModelCache(str(root))
+    warm(snap, cache)
+    assert not older.exists()
+    assert (newer / "entry.mtc").exists() and (linked_to / "entry.mtc").exists()
+    assert (root / "summaries" / "kept.msgpack").exists()
+    assert len(cache_files(cache)) == 1
