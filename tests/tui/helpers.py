@@ -62,3 +62,20 @@ async def search(app: MemtuiApp, pilot, text: str, typed: bool = False) -> None:
         app.screen.query_one(SearchBar).value = text
         await pilot.press("enter")
     await settle(app, pilot)
+
+
+def screens_writes_start_on(cache, app_of) -> list[str]:
+    """The name of the app's screen as each of ``cache``'s background writes starts ("ended"
+    for one after the app): ``app_of()`` gives the app, made after this is called."""
+    started_on: list[str] = []
+    real_start = cache._start_writer
+
+    def noting_start(task):
+        try:
+            started_on.append(type(app_of().screen).__name__)
+        except Exception:  # noqa: BLE001 - a write started once the app has ended (the index)
+            started_on.append("ended")
+        real_start(task)
+
+    cache._start_writer = noting_start
+    return started_on

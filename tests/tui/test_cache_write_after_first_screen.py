@@ -8,22 +8,13 @@ from memtui.cache import ModelCache
 from memtui.tui.app import MemtuiApp
 from memtui.tui.screens.main import MainScreen
 from tests.fixtures.tiny_snapshot import write_tiny_snapshot
+from tests.tui.helpers import screens_writes_start_on
 
 
 async def test_the_cache_is_written_after_the_first_screen(tmp_path):
     snapshot = write_tiny_snapshot(tmp_path)
     cache = ModelCache(str(tmp_path / "cache"))
-    started_on: list[str] = []
-    real_start = cache._start_writer
-
-    def noting_start(task):
-        try:
-            started_on.append(type(app.screen).__name__)
-        except Exception:  # noqa: BLE001 - a write started once the app has ended (the index)
-            started_on.append("ended")
-        real_start(task)
-
-    cache._start_writer = noting_start
+    started_on = screens_writes_start_on(cache, lambda: app)
     app = MemtuiApp(snapshot, cache=cache)
     async with app.run_test(size=(120, 40)) as pilot:
         for _ in range(200):

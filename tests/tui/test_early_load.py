@@ -16,6 +16,7 @@ from memtui.tui.app import MemtuiApp
 from memtui.tui.early_load import EarlyLoad
 from memtui.tui.screens.main import MainScreen
 from tests.fixtures.tiny_snapshot import write_tiny_snapshot
+from tests.tui.helpers import screens_writes_start_on
 
 
 async def _settle(app, pilot, done) -> None:
@@ -28,17 +29,7 @@ async def _settle(app, pilot, done) -> None:
 async def test_the_app_shows_the_model_and_view_the_early_open_made(tmp_path):
     path = write_tiny_snapshot(tmp_path)
     cache = ModelCache(str(tmp_path / "cache"))
-    started_on: list[str] = []
-    real_start = cache._start_writer
-
-    def noting_start(task):
-        try:
-            started_on.append(type(app.screen).__name__)
-        except Exception:  # noqa: BLE001 - a write started once the app has ended (the index)
-            started_on.append("ended")
-        real_start(task)
-
-    cache._start_writer = noting_start
+    started_on = screens_writes_start_on(cache, lambda: app)
     started = EarlyLoad(path, None, cache)
     app = MemtuiApp(path, cache=cache, started=started)
     async with app.run_test(size=(120, 40)) as pilot:
