@@ -48,8 +48,8 @@ if cache_dir == "-":
     mark("shape check")
     scanned = scan_snapshot(path)
     total = time.time() - begun
-    steps = {"scan: in order (the first entries; on one core, all)": "prefix_s", "scan: workers": "workers_s",
-             "scan: merge": "merge_s"}
+    steps = {"scan: in order (the first entries; on one core, all)": "prefix_s",
+             "scan: workers (and the ranges merged meanwhile)": "workers_s", "scan: merge after the workers": "merge_s"}
     for name, step in steps.items():
         marks[name] = scanned.parallel[step]
     marks["scan: the rest (the file's end, detached check)"] = total - sum(scanned.parallel[s] for s in steps.values())

@@ -68,7 +68,8 @@ static PyObject *native_utf8_valid(PyObject *self, PyObject *args)
 
 static PyMethodDef module_methods[] = {
     {"_parallel_limits", native_parallel_limits, METH_VARARGS,
-     "_parallel_limits(prefix_rows, min_range, search_span, read_chunk, piece_rows) -> the old ones (tests make them small)"},
+     "_parallel_limits(prefix_rows, min_range, search_span, read_chunk, piece_rows, last_range_delay_us) -> the old ones "
+     "(tests make them small, and the last range slow)"},
     {"_utf8_valid", native_utf8_valid, METH_VARARGS,
      "_utf8_valid(bytes) -> whether a worker thread takes them as a string (tests compare with Python)"},
     {"checksum", native_checksum, METH_VARARGS,

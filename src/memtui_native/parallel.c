@@ -59,6 +59,9 @@ static int64_t PIECE_ROWS = (int64_t)1 << 16;
 /* Bytes read at a time by each reader: 16 MiB was no faster at 10M events than 4 MiB, and
  * each worker held its buffer to the end. */
 static Py_ssize_t READ_CHUNK = (Py_ssize_t)4 << 20;
+/* Tests make the last range's worker wait this long before it reads, so that the ranges
+ * before it are merged while it runs (merge_early); 0 otherwise. */
+static int64_t LAST_RANGE_DELAY_US = 0;
 #define MAX_WORKERS 256
 
 /* ---- deferred references (called by entry.c in a worker) ------------------------------------ */
@@ -306,7 +309,7 @@ enum { TOK_MARK = -1, TOK_APPENDS = -2, TOK_APPEND = -3 };
 
 typedef struct {
     Scanner s;            /* plain struct (not a Python object), s.worker set */
-    Scanner *parent;      /* the main scanner, read (never changed) while the workers run */
+    Scanner *parent;      /* the main scanner: read by the setup; changed by merges only once every setup is done */
     int fd;
     int64_t start, end;
     /* the parent's sizes: ids below them are the parent's, from them on the worker's own */
@@ -322,6 +325,11 @@ typedef struct {
     _Atomic int64_t done_bytes;
     atomic_int *cancel;
     double seconds;       /* how long its thread took, setup included (for benchmarks/phases.py) */
+    /* Set (release) when its copy of the parent's tables is made, and when it is done: the
+     * main thread merges a range while later ones still run, but only once every worker has
+     * its copy, and only a range whose worker is done (see merge_early). */
+    atomic_int set_up, finished;
+    int last;             /* the last range (see LAST_RANGE_DELAY_US) */
 } Worker;
 
 static void watermark(Worker *w)
@@ -681,10 +689,18 @@ typedef struct {
 } JobsDone;
 
 typedef struct {
-    void (*fn)(void *);
+    void (*fn)(void *, JobsDone *);
     void *arg;
     JobsDone *done;
 } Job;
+
+/* Wake the thread that waits in run_jobs (a job reached a step it may act on). */
+static void jobs_poke(JobsDone *done)
+{
+    pthread_mutex_lock(&done->lock);
+    pthread_cond_signal(&done->changed);
+    pthread_mutex_unlock(&done->lock);
+}
 
 static void job_finished(Job *job)
 {
@@ -697,7 +713,7 @@ static void job_finished(Job *job)
 static void *job_main(void *arg)
 {
     Job *job = arg;
-    job->fn(job->arg);
+    job->fn(job->arg, job->done);
     job_finished(job);
     return NULL;
 }
@@ -705,14 +721,16 @@ static void *job_main(void *arg)
 /* Run fn(items[i]) for each item on a thread of its own; meanwhile report progress (the GIL
  * is given up between reports). -1 when the progress callback raised (the jobs are told to
  * stop, and waited for). The wait between reports ends as soon as the last job does (a
- * plain sleep between polls cost up to a whole pause after it).
+ * plain sleep between polls cost up to a whole pause after it). ``advance(ctx, running)``, when
+ * given, is called after each wait while jobs still run, with the GIL (the merge of the
+ * ranges done so far); -1 from it stops the jobs, as a progress callback that raised does.
  *
  * What the jobs share with this thread (``done``, and the caller's ``items`` and ``cancel``)
  * is on the heap and outlives this call when this thread does not come back from a wait: a
  * daemon thread that wants the GIL back while the interpreter ends is stopped there by
  * Python (pthread_exit), and the jobs go on until the process ends. Then it is never freed. */
-static int run_jobs(void (*fn)(void *), void *items, size_t item_size, int n, int64_t (*done_of)(void *),
-                    int64_t done_base, Progress *pr, atomic_int *cancel)
+static int run_jobs(void (*fn)(void *, JobsDone *), void *items, size_t item_size, int n, int64_t (*done_of)(void *),
+                    int64_t done_base, Progress *pr, atomic_int *cancel, int (*advance)(void *, int), void *ctx)
 {
     Job *jobs = calloc((size_t)n, sizeof(Job));
     pthread_t *threads = calloc((size_t)n, sizeof(pthread_t));
@@ -736,12 +754,12 @@ static int run_jobs(void (*fn)(void *), void *items, size_t item_size, int n, in
         jobs[i].done = done;
         if (pthread_create(&threads[i], NULL, job_main, &jobs[i]) != 0) {
             threads[i] = 0;
-            fn(jobs[i].arg);  /* no thread to be had: run it here */
+            fn(jobs[i].arg, done);  /* no thread to be had: run it here */
             job_finished(&jobs[i]);
         }
     }
     for (;;) {
-        int all;
+        int all, running;
         Py_BEGIN_ALLOW_THREADS
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
@@ -750,9 +768,14 @@ static int run_jobs(void (*fn)(void *), void *items, size_t item_size, int n, in
         pthread_mutex_lock(&done->lock);
         if (done->finished < n) pthread_cond_timedwait(&done->changed, &done->lock, &until);
         all = done->finished == n;
+        running = n - done->finished;
         pthread_mutex_unlock(&done->lock);
         Py_END_ALLOW_THREADS
         if (all) break;
+        if (!raised && advance && advance(ctx, running) < 0) {  /* with the GIL, between waits */
+            raised = 1;  /* the merge failed: the jobs stop, and nothing more is reported */
+            atomic_store_explicit(cancel, 1, memory_order_release);
+        }
         if (!raised && !done_of && PyErr_CheckSignals() < 0) {  /* Ctrl-C: the jobs stop */
             raised = 1;
             atomic_store_explicit(cancel, 1, memory_order_release);
@@ -777,19 +800,26 @@ static int run_jobs(void (*fn)(void *), void *items, size_t item_size, int n, in
     free(threads);
     return raised ? -1 : 0;
 }
-#endif
 
-static void worker_job(void *arg)
+static void worker_job(void *arg, JobsDone *done)
 {
     Worker *w = arg;
     double began = now_s();
-    if (worker_setup(w) < 0) {
+    int ready = worker_setup(w) == 0;
+    atomic_store_explicit(&w->set_up, 1, memory_order_release);
+    jobs_poke(done);  /* the last setup done, the merge of the ranges done may begin */
+    if (!ready) {
         w->status = ST_ERROR;  /* out of memory: the merge fails the scan */
         w->stop_at = w->start;
     } else {
+        if (w->last && LAST_RANGE_DELAY_US > 0) {
+            struct timespec pause = {(time_t)(LAST_RANGE_DELAY_US / 1000000), (long)(LAST_RANGE_DELAY_US % 1000000) * 1000};
+            nanosleep(&pause, NULL);
+        }
         worker_range(w);
     }
     w->seconds = now_s() - began;
+    atomic_store_explicit(&w->finished, 1, memory_order_release);
 }
 static int64_t worker_done(void *arg)
 {
@@ -797,6 +827,83 @@ static int64_t worker_done(void *arg)
 }
 
 /* ---- the rest of the file after the prefix ------------------------------------------------------- */
+
+/* The merge of the ranges, in order, as a state: the main thread advances it while the
+ * workers run (merge_early) and to the end after them (scan_rest). */
+typedef struct {
+    Scanner *s;
+    Reader *r;
+    Worker *workers;
+    int n, threads;
+    Progress *pr;
+    int next;          /* the range to merge next */
+    int64_t pos;       /* where the stream in order stands: the next range's start, or -1 at STOP */
+    int in_order;      /* a range did not chain: everything from pos is read in order */
+    int taken;         /* workers[next] is merged (or discarded) but its end not yet read */
+    int64_t from;      /* then: where reading it in order starts */
+    int st;
+    int early;         /* ranges merged while later ones still ran */
+} Merge;
+
+enum { MERGED, WAIT, ENDED };
+
+/* One step of the merge: workers[next] merged, then what its worker did not read read in
+ * order. While workers still run (``early``) it stops (WAIT) before anything is read in
+ * order: reading in order builds Python objects and fills memo slots the running workers
+ * share (parallel.c's worker_setup), where merging a worker's results changes only what the
+ * main scanner holds (merge.c). ENDED: the loop ends (an error, a range that did not chain,
+ * STOP). The merge's copies run on ``threads`` threads. */
+static int merge_one(Merge *m, int early, int threads)
+{
+    Scanner *s = m->s;
+    Worker *w = &m->workers[m->next];
+    if (m->in_order || m->pos != w->start) return ENDED;
+    if (!m->taken) {
+        if (w->status == ST_ERROR) { m->st = ST_ERROR; return ENDED; }
+        int discard = 1;
+        if ((m->st = merge_worker(s, w, threads, &discard))) return ENDED;
+        s->par_merged += !discard;
+        s->par_discarded += discard;
+        m->from = discard ? w->start : w->stop_at;
+        m->taken = 1;
+        worker_free(w);
+        w->s.memo = NULL;
+    }
+    if (m->from < w->end) {
+        if (early) return WAIT;  /* reading in order waits for the workers (see above) */
+        int how;
+        int64_t where;
+        if ((m->st = run_from(s, m->r, m->from, w->end, 0, m->pr, &how, &where))) return ENDED;
+        if (how == RUN_END) { m->pos = -1; return ENDED; }
+        if (how != RUN_LANDED) { m->in_order = 1; m->pos = where; return ENDED; }
+    }
+    m->pos = w->end;
+    m->next++;
+    m->taken = 0;
+    if (!early && report(m->pr, m->pos) < 0) { m->st = ST_ERROR; return ENDED; }
+    return MERGED;
+}
+
+/* run_jobs' hook: merge the ranges done so far, in order, while the later ones run (the
+ * slowest range decides when the workers end; the merge of the others need not wait for
+ * it). Only once every worker has its copy of the main scanner's tables, which the merge
+ * changes; its copies on as many threads as there are cores no worker uses. */
+static int merge_early(void *arg, int running)
+{
+    Merge *m = arg;
+    for (int i = 0; i < m->n; i++)
+        if (!atomic_load_explicit(&m->workers[i].set_up, memory_order_acquire)) return 0;
+    int free_cores = m->threads - running > 1 ? m->threads - running : 1;
+    while (m->st == ST_OK && m->next < m->n &&
+           atomic_load_explicit(&m->workers[m->next].finished, memory_order_acquire)) {
+        int step = merge_one(m, 1, free_cores);
+        if (step != MERGED) return m->st == ST_OK ? 0 : -1;
+        m->early++;
+    }
+    return m->st == ST_OK ? 0 : -1;
+}
+
+#endif
 
 /* From ``begin`` (after the prefix) to STOP: in parallel where it can, in order where not. */
 static int scan_rest(Scanner *s, Reader *r, int fd, int64_t begin, int64_t size, int threads, Progress *pr)
@@ -837,46 +944,29 @@ static int scan_rest(Scanner *s, Reader *r, int fd, int64_t begin, int64_t size,
     atomic_init(cancel, 0);
     for (int i = 0; i < n_chain; i++)  /* the rest of each setup on the worker's own thread */
         workers[i] = (Worker){.parent = s, .fd = fd, .start = starts[i],
-                              .end = i + 1 < n_chain ? starts[i + 1] : size, .cancel = cancel};
+                              .end = i + 1 < n_chain ? starts[i + 1] : size, .cancel = cancel, .last = i + 1 == n_chain};
     s->par_ranges = n_chain;
     double started = now_s();
-    int jobs = run_jobs(worker_job, workers, sizeof(Worker), n_chain, worker_done, begin, pr, cancel);
+    Merge m = {s, r, workers, n_chain, threads, pr, 0, begin, 0, 0, 0, ST_OK, 0};
+    int jobs = run_jobs(worker_job, workers, sizeof(Worker), n_chain, worker_done, begin, pr, cancel, merge_early, &m);
     double merging = now_s();
     s->par_workers_s = merging - started;
     free(s->par_range_s);
     s->par_range_s = malloc((size_t)n_chain * sizeof(double));
     for (int i = 0; s->par_range_s && i < n_chain; i++) s->par_range_s[i] = workers[i].seconds;
-    /* merge, in order; what no worker read is read here, in order */
-    st = jobs == -1 ? ST_ERROR : jobs == -2 ? ST_ERROR : ST_OK;
-    int64_t pos = begin;
-    int in_order = 0;  /* from here on everything is read in order */
-    for (int i = 0; st == ST_OK && i < n_chain; i++) {
-        Worker *w = &workers[i];
-        if (in_order || pos != w->start) break;
-        if (w->status == ST_ERROR) { st = ST_ERROR; break; }
-        int discard = 1;
-        if ((st = merge_worker(s, w, threads, &discard))) break;
-        s->par_merged += !discard;
-        s->par_discarded += discard;
-        int64_t from = discard ? w->start : w->stop_at;
-        worker_free(w);
-        w->s.memo = NULL;
-        if (from < w->end) {
-            if ((st = run_from(s, r, from, w->end, 0, pr, &how, &where))) break;
-            if (how == RUN_END) { pos = -1; break; }
-            if (how != RUN_LANDED) { in_order = 1; pos = where; break; }
-        }
-        pos = w->end;
-        if (report(pr, pos) < 0) { st = ST_ERROR; break; }
-    }
+    /* merge, in order, what was not merged while the workers ran; what no worker read is
+     * read here, in order */
+    if (jobs < 0 && m.st == ST_OK) m.st = ST_ERROR;  /* (a merge's own failure is kept as it was) */
+    while (m.st == ST_OK && m.next < n_chain && merge_one(&m, 0, threads) == MERGED) {}
     s->par_merge_s = now_s() - merging;
     for (int i = 0; i < n_chain; i++)
         if (workers[i].s.memo) worker_free(&workers[i]);
     free(workers);
     free(cancel);
-    if (st || pos < 0) return st;
+    s->par_merged_early = m.early;
+    if (m.st || m.pos < 0) return m.st;
     /* the rest (the last range's tail, or everything after a range that did not chain) */
-    return run_from(s, r, pos, -1, 0, pr, &how, &where);
+    return run_from(s, r, m.pos, -1, 0, pr, &how, &where);
 #endif
 }
 
@@ -919,15 +1009,17 @@ static PyObject *native_parallel_limits(PyObject *self, PyObject *args)
 {
     (void)self;
     long long prefix_rows = PREFIX_ROWS, min_range = MIN_RANGE, search_span = SEARCH_SPAN, read_chunk = READ_CHUNK,
-              piece_rows = PIECE_ROWS;
-    if (!PyArg_ParseTuple(args, "|LLLLL", &prefix_rows, &min_range, &search_span, &read_chunk, &piece_rows))
+              piece_rows = PIECE_ROWS, last_range_delay_us = LAST_RANGE_DELAY_US;
+    if (!PyArg_ParseTuple(args, "|LLLLLL", &prefix_rows, &min_range, &search_span, &read_chunk, &piece_rows,
+                          &last_range_delay_us))
         return NULL;
-    PyObject *old = Py_BuildValue("(LLLLL)", (long long)PREFIX_ROWS, (long long)MIN_RANGE, (long long)SEARCH_SPAN,
-                                  (long long)READ_CHUNK, (long long)PIECE_ROWS);
+    PyObject *old = Py_BuildValue("(LLLLLL)", (long long)PREFIX_ROWS, (long long)MIN_RANGE, (long long)SEARCH_SPAN,
+                                  (long long)READ_CHUNK, (long long)PIECE_ROWS, (long long)LAST_RANGE_DELAY_US);
     PREFIX_ROWS = prefix_rows > 0 ? prefix_rows : 1;
     MIN_RANGE = min_range > 0 ? min_range : 1;
     SEARCH_SPAN = search_span > 0 ? search_span : 1;
     READ_CHUNK = read_chunk > 0 ? (Py_ssize_t)read_chunk : 1;
     PIECE_ROWS = piece_rows > 0 ? piece_rows : 1;
+    LAST_RANGE_DELAY_US = last_range_delay_us > 0 && last_range_delay_us < 10 * 1000 * 1000 ? last_range_delay_us : 0;
     return old;
 }

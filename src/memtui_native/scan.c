@@ -1006,8 +1006,9 @@ static PyObject *Scanner_get_parallel(Scanner *s, void *closure)
         Py_XDECREF(seconds);
     }
     if (!ranges) return NULL;
-    return Py_BuildValue("{s:L,s:L,s:L,s:d,s:d,s:d,s:N}", "ranges", (long long)s->par_ranges, "merged",
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:d,s:d,s:d,s:N}", "ranges", (long long)s->par_ranges, "merged",
                          (long long)s->par_merged, "read_in_order", (long long)s->par_discarded,
+                         "merged_while_workers_ran", (long long)s->par_merged_early,
                          "prefix_s", s->par_prefix_s, "workers_s", s->par_workers_s, "merge_s", s->par_merge_s,
                          "range_s", ranges);
 }

@@ -137,7 +137,7 @@ typedef struct {
     int64_t rows_total;       /* trace entries read so far, every trace */
     int64_t containers;       /* lists, dicts and tuples built outside the traces */
     int64_t stop_offset;      /* the stream offset just after STOP */
-    int64_t par_ranges, par_merged, par_discarded;  /* what the parallel pass did (parallel.c) */
+    int64_t par_ranges, par_merged, par_discarded, par_merged_early;  /* what the parallel pass did (parallel.c) */
     double par_prefix_s, par_workers_s, par_merge_s;  /* and how long its steps took (for benchmarks/phases.py) */
     double *par_range_s;      /* each range's thread time, par_ranges of them (malloc'd; NULL before a parallel pass) */
     /* A worker of the parallel pass (parallel.c): it reads a range of entries with a copy of

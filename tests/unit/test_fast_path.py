@@ -102,10 +102,11 @@ def read_chunk():
 @pytest.fixture
 def many_workers(monkeypatch):
     """Every file read by many workers: a short prefix, ranges of a few hundred bytes, each
-    range's merge cut into pieces of a few rows, and the model's columns built from slices
+    range's merge cut into pieces of a few rows, the last range's worker 3 ms late (so the
+    ranges before it are merged while it runs), and the model's columns built from slices
     of a couple of hundred rows on several threads."""
     saved = fast._native._parallel_limits()
-    fast._native._parallel_limits(3, 200, 4096, saved[3], 8)
+    fast._native._parallel_limits(3, 200, 4096, saved[3], 8, 3000)
     monkeypatch.setenv("MEMTUI_SCAN_THREADS", "7")
     monkeypatch.setattr(slices, "SLICE_ROWS", 211)
     monkeypatch.setattr(slices, "usable_cores", lambda: 4)
@@ -155,6 +156,27 @@ def test_many_workers_read_what_one_reads(tmp_path, monkeypatch, many_workers):
         assert_same_model(parallel, open_plain(path))
         merged += scan_snapshot(path).parallel["merged"]
     assert merged > 10  # the workers did read most of it
+
+
+def test_ranges_are_merged_while_a_later_one_still_runs(tmp_path, monkeypatch, many_workers):
+    """The recorded samples' ranges chain (a worker reads to the next one's start), so each
+    range before the last, 50 ms late, is merged while it runs; the model is the same."""
+    limits = fast._native._parallel_limits()
+    fast._native._parallel_limits(*limits[:5], 50_000)  # the fixture puts back the limits
+    chained = 0
+    for sample in [p for p in sample_files() if p.parent.name == "sample_snapshots"]:  # the bundled recordings
+        path = tmp_path / sample.name.removesuffix(".xz")
+        path.write_bytes(lzma.decompress(sample.read_bytes()) if sample.suffix == ".xz" else sample.read_bytes())
+        in_order, parallel = in_order_and_parallel(path, monkeypatch)
+        if in_order is None:
+            continue  # a file the fast path leaves to the streaming decoder
+        assert_same_model(parallel, in_order)
+        passes = scan_snapshot(path).parallel
+        assert passes["merged_while_workers_ran"] < passes["ranges"], path.name  # the last one never
+        if passes["ranges"] >= 2 and passes["read_in_order"] == 0:
+            chained += 1
+            assert passes["merged_while_workers_ran"] >= 1, (path.name, passes)
+    assert chained >= 5
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
