@@ -721,7 +721,7 @@ static void *job_main(void *arg)
 /* Run fn(items[i]) for each item on a thread of its own; meanwhile report progress (the GIL
  * is given up between reports). -1 when the progress callback raised (the jobs are told to
  * stop, and waited for). The wait between reports ends as soon as the last job does (a
- * plain sleep between polls cost up to a whole pause after it). ``advance(ctx, running)``, when
+ * plain sleep between polls cost up to a whole pause after it). ``advance(ctx)``, when
  * given, is called after each wait while jobs still run, with the GIL (the merge of the
  * ranges done so far); -1 from it stops the jobs, as a progress callback that raised does.
  *
@@ -730,7 +730,7 @@ static void *job_main(void *arg)
  * daemon thread that wants the GIL back while the interpreter ends is stopped there by
  * Python (pthread_exit), and the jobs go on until the process ends. Then it is never freed. */
 static int run_jobs(void (*fn)(void *, JobsDone *), void *items, size_t item_size, int n, int64_t (*done_of)(void *),
-                    int64_t done_base, Progress *pr, atomic_int *cancel, int (*advance)(void *, int), void *ctx)
+                    int64_t done_base, Progress *pr, atomic_int *cancel, int (*advance)(void *), void *ctx)
 {
     Job *jobs = calloc((size_t)n, sizeof(Job));
     pthread_t *threads = calloc((size_t)n, sizeof(pthread_t));
@@ -759,7 +759,7 @@ static int run_jobs(void (*fn)(void *, JobsDone *), void *items, size_t item_siz
         }
     }
     for (;;) {
-        int all, running;
+        int all;
         Py_BEGIN_ALLOW_THREADS
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
@@ -768,11 +768,10 @@ static int run_jobs(void (*fn)(void *, JobsDone *), void *items, size_t item_siz
         pthread_mutex_lock(&done->lock);
         if (done->finished < n) pthread_cond_timedwait(&done->changed, &done->lock, &until);
         all = done->finished == n;
-        running = n - done->finished;
         pthread_mutex_unlock(&done->lock);
         Py_END_ALLOW_THREADS
         if (all) break;
-        if (!raised && advance && advance(ctx, running) < 0) {  /* with the GIL, between waits */
+        if (!raised && advance && advance(ctx) < 0) {  /* with the GIL, between waits */
             raised = 1;  /* the merge failed: the jobs stop, and nothing more is reported */
             atomic_store_explicit(cancel, 1, memory_order_release);
         }
@@ -888,15 +887,17 @@ static int merge_one(Merge *m, int early, int threads)
  * slowest range decides when the workers end; the merge of the others need not wait for
  * it). Only once every worker has its copy of the main scanner's tables, which the merge
  * changes; its copies on as many threads as there are cores no worker uses. */
-static int merge_early(void *arg, int running)
+static int merge_early(void *arg)
 {
     Merge *m = arg;
     for (int i = 0; i < m->n; i++)
         if (!atomic_load_explicit(&m->workers[i].set_up, memory_order_acquire)) return 0;
-    int free_cores = m->threads - running > 1 ? m->threads - running : 1;
     while (m->st == ST_OK && m->next < m->n &&
            atomic_load_explicit(&m->workers[m->next].finished, memory_order_acquire)) {
-        int step = merge_one(m, 1, free_cores);
+        int busy = 0;  /* counted before each range: workers end while one is merged */
+        for (int i = m->next + 1; i < m->n; i++)
+            busy += !atomic_load_explicit(&m->workers[i].finished, memory_order_acquire);
+        int step = merge_one(m, 1, m->threads - busy > 1 ? m->threads - busy : 1);
         if (step != MERGED) return m->st == ST_OK ? 0 : -1;
         m->early++;
     }
