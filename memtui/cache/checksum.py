@@ -4,8 +4,9 @@ moves about half the output bits), the sum of every ``x`` modulo 2**64.
 
 Each step of the mix is one-to-one, so one flipped bit always changes the sum; damage to
 several words leaves it unchanged only by chance. (A plain multiply, tried first, let half
-of all pairs of flipped sign bits cancel.) The compiled sum (memtui/_native) runs at 2-8
-GB/s here, where zlib's crc32 ran at 1.3-1.5; the numpy one gives the same value where the
+of all pairs of flipped sign bits cancel.) The compiled sum (memtui/_native) runs at about
+6 GB/s here on a piece in the processor's cache, where zlib's crc32 ran at 4.5 (both about 2
+over a fresh mapping of a cache file); the numpy one gives the same value where the
 module is not built (tests hold them equal)."""
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def checksum_numpy(data: memoryview | bytes, length: int) -> int:
                          "after it")
     words = np.zeros(length // 8, np.uint64)
     words.view(np.uint8)[:size] = np.frombuffer(data, np.uint8)
-    if words.dtype.byteorder == ">" or (words.dtype.byteorder == "=" and np.little_endian is False):
+    if not np.little_endian:
         words.byteswap(inplace=True)  # the words as little-endian, as the file stores them
     with np.errstate(over="ignore"):
         x = words ^ (np.arange(len(words), dtype=np.uint64) * K1)

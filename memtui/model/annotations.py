@@ -67,11 +67,11 @@ def link_annotations(action: np.ndarray, addr: np.ndarray, lives: Lifetimes, blo
     """The allocation each ``annotate`` entry labels (module docstring)."""
     events = np.flatnonzero(action == act.ANNOTATE)
     n = len(events)
+    if not n:
+        return Annotations.none()
     life = np.full(n, NONE, np.int64)
     block = np.full(n, NONE, np.int64)
     version = np.full(n, NONE, np.int64)
-    if not n:
-        return Annotations(events.astype(np.int64), life, block, version)
     final_of_life = {int(block_life[b]): b for b in np.flatnonzero(block_life != NONE)}
     active = (blocks.state == ALLOCATED) | (blocks.state == PENDING_FREE)
     for k, i in enumerate(events.tolist()):

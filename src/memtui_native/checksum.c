@@ -57,7 +57,8 @@ static PyObject *native_checksum(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*L", &b, &length)) return NULL;
     if (length < b.len || length % 8 || length - b.len > ((long long)1 << 30)) {
         PyBuffer_Release(&b);
-        PyErr_SetString(PyExc_ValueError, "a piece's length is a multiple of 8 and holds the buffer, with at most 1 GiB of zeros after it");
+        PyErr_SetString(PyExc_ValueError,
+                        "a piece's length is a multiple of 8 and holds the buffer, with at most 1 GiB of zeros after it");
         return NULL;
     }
     uint64_t sum;

@@ -694,27 +694,21 @@ typedef struct {
     JobsDone *done;
 } Job;
 
-/* Wake the thread that waits in run_jobs (a job reached a step it may act on). */
-static void jobs_poke(JobsDone *done)
+/* Wake the thread that waits in run_jobs: a job reached a step it may act on (``ended``: 0),
+ * or ended (1). */
+static void jobs_poke(JobsDone *done, int ended)
 {
     pthread_mutex_lock(&done->lock);
+    done->finished += ended;
     pthread_cond_signal(&done->changed);
     pthread_mutex_unlock(&done->lock);
-}
-
-static void job_finished(Job *job)
-{
-    pthread_mutex_lock(&job->done->lock);
-    job->done->finished++;
-    pthread_cond_signal(&job->done->changed);
-    pthread_mutex_unlock(&job->done->lock);
 }
 
 static void *job_main(void *arg)
 {
     Job *job = arg;
     job->fn(job->arg, job->done);
-    job_finished(job);
+    jobs_poke(job->done, 1);
     return NULL;
 }
 
@@ -755,7 +749,7 @@ static int run_jobs(void (*fn)(void *, JobsDone *), void *items, size_t item_siz
         if (pthread_create(&threads[i], NULL, job_main, &jobs[i]) != 0) {
             threads[i] = 0;
             fn(jobs[i].arg, done);  /* no thread to be had: run it here */
-            job_finished(&jobs[i]);
+            jobs_poke(done, 1);
         }
     }
     for (;;) {
@@ -806,7 +800,7 @@ static void worker_job(void *arg, JobsDone *done)
     double began = now_s();
     int ready = worker_setup(w) == 0;
     atomic_store_explicit(&w->set_up, 1, memory_order_release);
-    jobs_poke(done);  /* the last setup done, the merge of the ranges done may begin */
+    jobs_poke(done, 0);  /* the last setup done, the merge of the ranges done may begin */
     if (!ready) {
         w->status = ST_ERROR;  /* out of memory: the merge fails the scan */
         w->stop_at = w->start;
