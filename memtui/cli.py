@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from memtui.cache import ModelCache
     from memtui.export.place import ExportPlace
 
+# `run` executes the user's script in this process (memtui/record/runner.py).
+RUNS_USER_CODE = {"run"}
 # `run` executes the user's script, whose signals are its own; `serve` and `mcp` run event
 # loops that end on their own terms.
 SIGNALS_LEFT_ALONE = {"run", "serve", "mcp"}
@@ -145,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     # The signal handlers go in before anything slow is imported (numpy, the commands), so
     # that a Ctrl-C even then ends in one line.
     argv = list(sys.argv[1:] if argv is None else argv)
+    _spare_blas_threads(argv)
     started: list[ModelCache] = []  # the model cache, once decided: its writes are waited for or abandoned
     signals = ExitSignals()
     try:
@@ -157,16 +160,29 @@ def main(argv: list[str] | None = None) -> int:
         return _end_interrupted(exc, signals, started)
 
 
+def _spare_blas_threads(argv: list[str]) -> None:
+    """Keep numpy's OpenBLAS from starting a thread per core as numpy is imported: they spin
+    a while before they sleep, on cores that the scan's threads, or the training job beside
+    memtui on a GPU box, could use; memtui does no linear algebra. Done before anything
+    imports numpy; a setting of the user's own is kept. ``run`` executes the user's script
+    in this process, so its threads are the script's business."""
+    from memtui.commands._arguments import take_cache_options
+
+    rest, _ = take_cache_options(argv)
+    if not rest or rest[0] not in RUNS_USER_CODE:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 def ends_as_python_does(argv: list[str]) -> bool:
     """Whether the command ``argv`` names must end with the interpreter's own teardown."""
-    from memtui.commands._common import take_cache_options
+    from memtui.commands._arguments import take_cache_options
 
     rest, _ = take_cache_options(argv)
     return bool(rest) and rest[0] in ENDS_AS_PYTHON_DOES
 
 
 def _run(argv: list[str], started: list[ModelCache], signals: ExitSignals) -> int:
-    from memtui.commands._common import add_cache_options, take_cache_options
+    from memtui.commands._arguments import add_cache_options, take_cache_options
 
     cache: ModelCache | None = None
     try:
@@ -249,7 +265,7 @@ def _explorer_parser(commands: list[str]) -> argparse.ArgumentParser:
     exports.add_argument("--export-dir", metavar="DIR",
                          help="the export key (x) writes only inside DIR (memtui serve passes this)")
     exports.add_argument("--no-export", action="store_true", help="turn the export key (x) off")
-    from memtui.commands._common import add_cache_options
+    from memtui.commands._arguments import add_cache_options
 
     add_cache_options(parser)
     return parser

@@ -15,7 +15,8 @@ import sys
 from typing import Any
 
 from memtui.commands import _common
-from memtui.commands._common import StderrProgress, add_json_flag, print_json
+from memtui.commands._arguments import add_json_flag, add_snapshot_argument
+from memtui.commands._common import StderrProgress, print_json
 from memtui.errors import printable
 from memtui.report.text import text_lines
 from memtui.services.options import Option, OptionError, checked
@@ -25,7 +26,7 @@ from memtui.services.spec import AnalysisSpec
 def add_spec_arguments(parser: argparse.ArgumentParser, spec: AnalysisSpec) -> None:
     """The snapshot argument(s) and every option the spec offers the command line."""
     if spec.subject == "snapshot":
-        _common.add_snapshot_argument(parser)
+        add_snapshot_argument(parser)
     elif spec.subject == "pair":
         parser.add_argument("a", help="the 'before' snapshot")
         parser.add_argument("b", help="the 'after' snapshot (may be the same file, with --device-b or --at-b)")

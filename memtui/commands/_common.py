@@ -1,4 +1,4 @@
-"""Pieces shared by the headless commands: the cache options, opening with progress, JSON output.
+"""Pieces shared by the headless commands: the model cache chosen, opening with progress, JSON output.
 
 The command line decides the model cache once (:func:`choose_cache`) and hands it to the
 command as ``args.model_cache``; nothing here keeps it in a global.
@@ -12,17 +12,10 @@ import sys
 import time
 
 from memtui.cache import ModelCache
+from memtui.commands._arguments import cache_options
 from memtui.errors import printable
 from memtui.model import Snapshot
 from memtui.open import open_snapshot
-
-
-def add_snapshot_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("snapshot", help="snapshot file (.pickle, compressed, or a memtui .msgpack export)")
-
-
-def add_json_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
 
 
 def load(path: str, cache: ModelCache | None) -> Snapshot:
@@ -34,44 +27,11 @@ def load(path: str, cache: ModelCache | None) -> Snapshot:
     return snapshot
 
 
-def add_cache_options(parser: argparse.ArgumentParser) -> None:
-    """The global cache options, shown in every command's help (:func:`choose_cache` reads them)."""
-    group = parser.add_argument_group("model cache")
-    group.add_argument("--cache-dir", metavar="DIR",
-                       help="where built models are cached (default: $XDG_CACHE_HOME/memtui)")
-    group.add_argument("--no-cache", action="store_true", help="neither read nor write the model cache")
-
-
-def take_cache_options(argv: list[str]) -> tuple[list[str], dict]:
-    """Split off the cache options written before the command (``memtui --no-cache info X``):
-    the rest of ``argv``, and those options for :func:`choose_cache`.
-
-    Options after the command are left to argparse (:func:`add_cache_options`), so that a
-    script's own ``--no-cache`` after ``memtui run script.py`` stays the script's.
-    """
-    leading: dict = {}
-    argv = list(argv)
-    while argv:
-        if argv[0] == "--no-cache":
-            leading["no_cache"] = True
-            del argv[0]
-        elif argv[0] == "--cache-dir" and len(argv) > 1:
-            leading["cache_dir"] = argv[1]
-            del argv[:2]
-        elif argv[0].startswith("--cache-dir="):
-            leading["cache_dir"] = argv[0].split("=", 1)[1]
-            del argv[0]
-        else:
-            break
-    return argv, leading
-
-
 def choose_cache(args: argparse.Namespace, leading: dict) -> ModelCache | None:
     """The model cache of this command, from its cache options and the ``leading`` ones
-    (:func:`take_cache_options`); None with ``--no-cache``."""
-    no_cache = getattr(args, "no_cache", False) or leading.get("no_cache", False)
-    folder = getattr(args, "cache_dir", None) or leading.get("cache_dir")
-    if no_cache:
+    (:func:`memtui.commands._arguments.take_cache_options`); None with ``--no-cache``."""
+    wanted, folder = cache_options(args, leading)
+    if not wanted:
         return None
     cache = ModelCache(folder)
     cache.check_writable()  # the one warning line comes now, before a terminal UI starts

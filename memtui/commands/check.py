@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from memtui.commands._common import add_json_flag, add_snapshot_argument, load, print_json
+from memtui.commands._arguments import add_json_flag, add_snapshot_argument
+from memtui.commands._common import load, print_json
 from memtui.model.checks import check_snapshot
 
 NAME = "check"

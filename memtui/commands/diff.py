@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memtui.commands import _common
 from memtui.commands._analysis import add_spec_arguments, flags_named, print_result, spec_options
-from memtui.commands._common import add_json_flag
+from memtui.commands._arguments import add_json_flag
 from memtui.errors import UsageError
 from memtui.services.catalog import spec
 

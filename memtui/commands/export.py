@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 
 from memtui.atomic import check_writable_target
-from memtui.commands._common import StderrProgress, add_snapshot_argument, load
+from memtui.commands._arguments import add_snapshot_argument
+from memtui.commands._common import StderrProgress, load
 from memtui.errors import printable
 from memtui.export.writer import export_snapshot
 from memtui.query import compile_filter

@@ -9,7 +9,7 @@ import time
 
 from memtui.cache.summaries import default_summary_cache
 from memtui.commands._analysis import add_spec_arguments, print_result, spec_options
-from memtui.commands._common import add_json_flag
+from memtui.commands._arguments import add_json_flag
 from memtui.errors import UsageError
 from memtui.fleet.rank_files import default_workers, find_rank_files
 from memtui.fleet.runners import local_runner

@@ -1,0 +1,56 @@
+"""The arguments the commands share, importing nothing heavy.
+
+The command line is parsed with these before numpy and the model are imported, so that a
+snapshot's scan can start first (memtui.cli); opening, progress and output are in _common.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_snapshot_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("snapshot", help="snapshot file (.pickle, compressed, or a memtui .msgpack export)")
+
+
+def add_json_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
+
+
+def add_cache_options(parser: argparse.ArgumentParser) -> None:
+    """The global cache options, shown in every command's help (:func:`cache_options` reads them)."""
+    group = parser.add_argument_group("model cache")
+    group.add_argument("--cache-dir", metavar="DIR",
+                       help="where built models are cached (default: $XDG_CACHE_HOME/memtui)")
+    group.add_argument("--no-cache", action="store_true", help="neither read nor write the model cache")
+
+
+def take_cache_options(argv: list[str]) -> tuple[list[str], dict]:
+    """Split off the cache options written before the command (``memtui --no-cache info X``):
+    the rest of ``argv``, and those options for :func:`cache_options`.
+
+    Options after the command are left to argparse (:func:`add_cache_options`), so that a
+    script's own ``--no-cache`` after ``memtui run script.py`` stays the script's.
+    """
+    leading: dict = {}
+    argv = list(argv)
+    while argv:
+        if argv[0] == "--no-cache":
+            leading["no_cache"] = True
+            del argv[0]
+        elif argv[0] == "--cache-dir" and len(argv) > 1:
+            leading["cache_dir"] = argv[1]
+            del argv[:2]
+        elif argv[0].startswith("--cache-dir="):
+            leading["cache_dir"] = argv[0].split("=", 1)[1]
+            del argv[0]
+        else:
+            break
+    return argv, leading
+
+
+def cache_options(args: argparse.Namespace, leading: dict) -> tuple[bool, str | None]:
+    """(whether the model cache is used, its folder or None for the default) from the
+    command's cache options and the ``leading`` ones (:func:`take_cache_options`)."""
+    no_cache = getattr(args, "no_cache", False) or leading.get("no_cache", False)
+    return not no_cache, getattr(args, "cache_dir", None) or leading.get("cache_dir")
