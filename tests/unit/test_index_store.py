@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -89,3 +91,43 @@ def test_a_damaged_kept_index_is_removed_and_the_index_built(tmp_path):
     replayer = Replayer(first.device, indexed=False)
     assert not load_index(cache, source, first.device.device, replayer)
     assert not os.path.exists(path) and not replayer.indexed
+
+
+def test_reading_the_kept_index_never_builds_one(tmp_path, monkeypatch):
+    source = _copy(tmp_path)
+    cache = ModelCache(str(tmp_path / "cache"), warn=lambda m: None)
+
+    def not_built(self):
+        raise AssertionError("read_kept_index built the index")
+
+    view = prepare_view(open_snapshot(source, cache=cache), None, cache, source)
+    with monkeypatch.context() as patch:
+        patch.setattr(Replayer, "build_indexes", not_built)
+        assert not view.read_kept_index() and not view.replayer.indexed  # none kept yet
+    view.index_replayer()
+    cache.wait()
+    again = prepare_view(open_snapshot(source, cache=cache), None, cache, source)
+    monkeypatch.setattr(Replayer, "build_indexes", not_built)
+    assert again.read_kept_index() and again.replayer.indexed
+
+
+def test_two_threads_asking_for_the_index_make_it_once(tmp_path, monkeypatch):
+    source = _copy(tmp_path)
+    view = prepare_view(open_snapshot(source, cache=None), None, None, None)
+    built = []
+    entered = threading.Event()
+    build = Replayer.build_indexes
+
+    def slow_build(self):
+        built.append(threading.current_thread().name)
+        entered.set()
+        time.sleep(0.2)  # the other thread asks meanwhile
+        build(self)
+
+    monkeypatch.setattr(Replayer, "build_indexes", slow_build)
+    first = threading.Thread(target=view.index_replayer, name="first")
+    first.start()
+    assert entered.wait(10)
+    view.index_replayer()  # waits for the first, then finds the index made
+    first.join()
+    assert built == ["first"] and view.replayer.indexed
