@@ -14,7 +14,6 @@ the result, and the app holds them from there until its first screen is drawn.
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from collections.abc import Callable
@@ -24,8 +23,6 @@ from memtui.load import ProgressFn
 from memtui.model import Snapshot
 from memtui.tui.views.device_view import DeviceView
 from memtui.tui.views.first_view import open_first_view
-
-log = logging.getLogger("memtui.tui")
 
 
 class _Abandoned(Exception):
@@ -72,19 +69,6 @@ class EarlyLoad:
             self._error = RuntimeError(f"the open ended on {type(exc).__name__}")
         finally:
             self._done.set()
-        if self._opened is not None and not self._abandoned:
-            self._read_index(self._opened[1])
-
-    @staticmethod
-    def _read_index(view: DeviceView) -> None:
-        """The view's time-travel index, where an earlier open kept it, read while the app
-        starts and draws: the first key that moves the cursor needs it, and without it each
-        state is a pass over every allocation (at 10M events, the first keys after the first
-        screen waited for it). The app's own indexing waits for this, then finds it made."""
-        try:
-            view.read_kept_index()
-        except Exception:  # noqa: BLE001 - the app's indexing reads it again, or builds it, and says why
-            log.debug("the kept time-travel index was not read early", exc_info=True)
 
     def abandon(self) -> None:
         """The app ended without taking the result: the open stops at its next step (and so

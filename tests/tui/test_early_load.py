@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 
 import numpy as np
 
 from memtui.cache import ModelCache
 from memtui.errors import SnapshotError
 from memtui.open import open_snapshot
-from memtui.replay import Replayer
 from memtui.tui.app import MemtuiApp
 from memtui.tui.early_load import EarlyLoad
 from memtui.tui.screens.main import MainScreen
@@ -140,26 +138,3 @@ def test_the_early_opens_error_is_raised_where_it_is_taken(tmp_path):
         assert "\n" not in exc.message
     else:
         raise AssertionError("an empty file was opened")
-
-
-def test_the_early_open_reads_the_kept_time_travel_index_and_builds_none(tmp_path, monkeypatch):
-    path = write_tiny_snapshot(tmp_path)
-    cache = ModelCache(str(tmp_path / "cache"))
-    first = EarlyLoad(path, None, cache).take(lambda *a: None, lambda: False)
-    assert first is not None and not first[1].replayer.indexed  # nothing kept on a first open
-    first[1].index_replayer()  # the app's worker: built, and kept
-    cache.wait()
-
-    def not_built(self):
-        raise AssertionError("the kept index was built again")
-
-    monkeypatch.setattr(Replayer, "build_indexes", not_built)
-    second = EarlyLoad(path, None, cache).take(lambda *a: None, lambda: False)
-    assert second is not None
-    view = second[1]
-    for _ in range(200):  # read on the early thread after the view was handed over
-        if view.replayer.indexed:
-            break
-        time.sleep(0.01)
-    assert view.replayer.indexed
-    view.index_replayer()  # the app's worker then finds it made

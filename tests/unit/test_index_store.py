@@ -93,24 +93,6 @@ def test_a_damaged_kept_index_is_removed_and_the_index_built(tmp_path):
     assert not os.path.exists(path) and not replayer.indexed
 
 
-def test_reading_the_kept_index_never_builds_one(tmp_path, monkeypatch):
-    source = _copy(tmp_path)
-    cache = ModelCache(str(tmp_path / "cache"), warn=lambda m: None)
-
-    def not_built(self):
-        raise AssertionError("read_kept_index built the index")
-
-    view = prepare_view(open_snapshot(source, cache=cache), None, cache, source)
-    with monkeypatch.context() as patch:
-        patch.setattr(Replayer, "build_indexes", not_built)
-        assert not view.read_kept_index() and not view.replayer.indexed  # none kept yet
-    view.index_replayer()
-    cache.wait()
-    again = prepare_view(open_snapshot(source, cache=cache), None, cache, source)
-    monkeypatch.setattr(Replayer, "build_indexes", not_built)
-    assert again.read_kept_index() and again.replayer.indexed
-
-
 def test_two_threads_asking_for_the_index_make_it_once(tmp_path, monkeypatch):
     source = _copy(tmp_path)
     view = prepare_view(open_snapshot(source, cache=None), None, None, None)

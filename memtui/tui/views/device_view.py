@@ -50,26 +50,20 @@ class DeviceView:
     # The model cache and the snapshot's file, where the replayer's indexes are kept from one
     # open to the next (memtui/cache/index_store.py); None: built each time.
     kept_with: tuple[ModelCache, str | os.PathLike] | None = None
-    # One thread at a time makes the indexes: another that asks meanwhile waits for them.
+    # One thread at a time makes the indexes: a second worker for the same view (the device
+    # shown again before the first was done) waits, then finds them made.
     _indexing: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def index_replayer(self) -> None:
         """The time-travel indexes, read where an earlier open kept them, else built and kept."""
         with self._indexing:
-            if self.replayer.indexed or self._read_kept_index():
+            if self.replayer.indexed:
+                return
+            if self.kept_with is not None and load_index(*self.kept_with, self.device.device, self.replayer):
                 return
             self.replayer.build_indexes()
             if self.kept_with is not None:
                 store_index_later(*self.kept_with, self.device.device, self.replayer)
-
-    def read_kept_index(self) -> bool:
-        """The time-travel indexes where an earlier open kept them, and nothing more (building
-        them takes seconds at 10M events): whether they are there now."""
-        with self._indexing:
-            return self.replayer.indexed or self._read_kept_index()
-
-    def _read_kept_index(self) -> bool:
-        return self.kept_with is not None and load_index(*self.kept_with, self.device.device, self.replayer)
 
     @property
     def n_events(self) -> int:
