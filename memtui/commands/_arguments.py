@@ -1,7 +1,8 @@
 """The arguments the commands share, importing nothing heavy.
 
-The command line is parsed with these before numpy and the model are imported, so that a
-snapshot's scan can start first (memtui.cli); opening, progress and output are in _common.
+The command line reads the leading cache options with these to tell which command runs
+before anything imports numpy (memtui.cli sets numpy's BLAS threads by it); opening,
+progress and output are in _common.
 """
 
 from __future__ import annotations

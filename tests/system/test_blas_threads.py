@@ -58,6 +58,7 @@ def test_the_users_own_setting_is_kept(tmp_path):
     (["--cache-dir", "/tmp/c", "run", "train.py", "--no-cache"], None),
 ])
 def test_run_leaves_the_scripts_blas_threads_alone(monkeypatch, argv, spared):
-    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "unset")  # so that the test's end puts back what was there
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS")
     cli._spare_blas_threads(argv)
     assert os.environ.get("OPENBLAS_NUM_THREADS") == spared

@@ -185,32 +185,42 @@ def test_the_watcher_keeps_the_last_state_when_the_job_ends_or_dies(live_dir):
 
 
 class SlowProbe(ReplayProbe):
-    """A replay whose trace costs 50 ms to read, as a long history does."""
+    """A replay whose trace costs 50 ms to read, as a long history does; each read's start and
+    end are noted."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.reads: list[tuple[float, float]] = []
 
     def snapshot(self) -> dict:
+        began = time.monotonic()
         time.sleep(0.05)
-        return super().snapshot()
+        try:
+            return super().snapshot()
+        finally:
+            self.reads.append((began, time.monotonic()))
 
 
 def test_the_trace_is_read_within_its_budget_of_the_wall_time(live_dir):
     raw = read_snapshot(str(OOM_FILE))
     info = JobInfo(pid=os.getpid(), socket=socket_path(live_dir, os.getpid(), None), started=time.time())
-    server = LiveServer(SlowProbe(raw, rate=500, loop=True), info, interval=0.02, read_budget=0.25,
-                        min_trace_interval=0.0).start()
+    probe = SlowProbe(raw, rate=500, loop=True)
+    server = LiveServer(probe, info, interval=0.02, read_budget=0.25, min_trace_interval=0.0).start()
     try:
         client = LiveClient(info).connect()
         assert client.wait_for(lambda s: s.has_state, 5)
-        reads, spent, started = server.stats.trace_reads, server.stats.trace_seconds, time.monotonic()
-        time.sleep(1.2)
-        window = time.monotonic() - started
-        reads, spent = server.stats.trace_reads - reads, server.stats.trace_seconds - spent
-        assert reads >= 1, "the trace is still read"
-        # A read of d seconds is followed by d / 0.25 - d of rest: about 6 reads of 50 ms in 1.2 s,
-        # fewer where a loaded machine stretches them, never one each 20 ms tick (60). At the
-        # window's edges one read may count whole that lay partly outside it.
-        read_s = spent / reads
-        assert reads <= window * 0.25 / read_s + 2, (reads, read_s)
-        assert spent / window <= 0.25 + 2 * read_s / window, (spent, window, read_s)
+        first = len(probe.reads)  # from the read that sent the state on
+        deadline = time.monotonic() + 30
+        while len(probe.reads) < first + 7 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        reads = probe.reads[first:first + 7]
+        assert len(reads) == 7, "the trace is still read"
+        # After a read of d seconds the next waits d / 0.25 (whatever a loaded machine makes d):
+        # about every 0.2 s here, never every 20 ms tick. An OOM of the replayed file asks for a
+        # read at once, once a pass over it, so most rests, not all, are that long.
+        rests = [(later[0] - done, (done - began) / 0.25) for (began, done), later in zip(reads, reads[1:])]
+        kept = sum(rest >= 0.9 * owed for rest, owed in rests)
+        assert kept >= len(rests) // 2 + 1, rests
         client.close()
     finally:
         server.stop()
