@@ -24,6 +24,7 @@ from memtui.model import DeviceModel, Snapshot
 from memtui.model.lifetimes import NONE
 from memtui.model.relevance import is_native_frame, short_native_name
 from memtui.model.segments import ALLOCATED, PENDING_FREE
+from memtui.model.snapshot import NOT_REPLAYED
 from memtui.replay import AllocatorState
 
 BACKWARD_PREFIX = "(backward) "
@@ -233,6 +234,10 @@ def resolve_moment(snapshot: Snapshot, dev: DeviceModel, at: str, curve: np.ndar
         if text in ("end", "peak"):
             return Moment(-1, text)
         raise UsageError(f"--at {at}: this device has no trace events; only 'end' (the snapshot's state) exists")
+    if dev.partial_trace:
+        if text in ("end", "peak"):  # the file's own state, the source's end: its curve is that throughout
+            return Moment(-1, "end")
+        raise UsageError(f"--at {at}: {NOT_REPLAYED}; open the source snapshot for other moments")
     if text == "end":
         return Moment(n - 1, "end")
     if text == "peak":

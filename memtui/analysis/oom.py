@@ -185,7 +185,7 @@ def diagnose_ooms(snapshot: Snapshot, device: int | None = None, device_total: i
         if device is not None and dev.device != device:
             continue
         indices = dev.oom_indices()
-        if len(indices) == 0:
+        if len(indices) == 0 or dev.partial_trace:  # a filtered export's state at an OOM is not in it
             continue
         replayer = Replayer(dev)
         cycles = find_cycles(snapshot, dev, depth)

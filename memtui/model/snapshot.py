@@ -28,6 +28,10 @@ from memtui.model.trace import ModelTables, TraceColumns, build_trace
 
 MAX_DEVICES = 4096  # far more GPUs than one process sees; a larger count is a broken file
 
+# What a view says of a filtered export's moments (DeviceModel.partial_trace), in one place.
+NOT_REPLAYED = ("a filtered export holds part of the recording's trace, which is not replayed: its state is the"
+                " source's end")
+
 
 @dataclass
 class Annotation:
@@ -71,7 +75,7 @@ class DeviceModel:
     source_index: np.ndarray | None = None
     source_version: np.ndarray | None = None
     source_time_origin_us: float = math.nan
-    partial_trace: bool = False
+    partial_trace: bool = False  # then every view says NOT_REPLAYED rather than show a moment
     # Where a trace entry or a block has forward_frames: the stack that names each one
     # (model/relevance.py, site_stacks); None when nothing has any, and then the own stack.
     forward_site: np.ndarray | None = None

@@ -162,6 +162,8 @@ def header(snapshot: Snapshot, dev: DeviceModel, result: Breakdown, rules: Categ
     where = f"{what}, after event {dev.shown_index(i):,} of {n:,}" if i >= 0 else "the snapshot's own state"
     if result.moment.name == "event" and i >= 0:
         where = f"after event {dev.shown_index(i):,} of {n:,}"
+    if dev.partial_trace:
+        where = "the source's end (a filtered export is not replayed)"
     lines = [f"{snapshot.name} · device {dev.device} · {where}",
              f"allocated {format_bytes(result.allocated)} of {format_bytes(result.reserved)} reserved; "
              f"{format_bytes(result.cached_free)} cached free"

@@ -8,6 +8,7 @@ from typing import Any
 from memtui.analysis.diff import MemoryDiff, MemoryView, diff_views, view_at_end, view_at_event
 from memtui.errors import UsageError
 from memtui.model import Snapshot
+from memtui.model.snapshot import NOT_REPLAYED
 from memtui.report.diff import diff_report
 from memtui.report.sections import Report
 from memtui.services.common import depth_option, device_index, top_option
@@ -55,6 +56,9 @@ def side(snapshot: Snapshot, device: int | None, at: int | None, depth: int) -> 
     if at is None:
         return view_at_end(snapshot, dev, depth)
     n = len(dev.trace)
+    if dev.partial_trace:
+        raise UsageError(f"{snapshot.name} device {dev.device}: {NOT_REPLAYED}; compare its end, or the source's"
+                         " events")
     if not 0 <= at < n:
         raise UsageError(f"{snapshot.name} device {dev.device}: no event {at} (the trace has {n:,} events)")
     return view_at_event(snapshot, dev, at, depth)

@@ -61,7 +61,7 @@ def summarize(snapshot: Snapshot) -> dict[str, Any]:
         states.update(dev.blocks.state_counts())
         first_time, last_time = dev.time_span or (None, None)
         ooms = [
-            {"index": int(i), "size": int(trace.size[i]), "device_free": int(trace.device_free[i])}
+            {"index": dev.shown_index(int(i)), "size": int(trace.size[i]), "device_free": int(trace.device_free[i])}
             for i in dev.oom_indices()
         ]
         devices.append({

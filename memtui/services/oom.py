@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from memtui.analysis.oom import OomDiagnosis, diagnose_ooms
 from memtui.analysis.trace_evidence import NO_TRACE, has_trace
 from memtui.model import Snapshot
+from memtui.model.snapshot import NOT_REPLAYED
 from memtui.report.oom import diagnosis_sections, oom_report
-from memtui.report.sections import Report
+from memtui.report.sections import Lines, Report
 from memtui.report.text import text_lines
 from memtui.services.common import depth_option, device_index, device_option, top_option
 from memtui.services.options import option
@@ -31,19 +32,32 @@ class OomResult:
     device: int
     ooms: list[OomDiagnosis]
     no_trace_reason: str | None = None  # why the file could not show an OOM, when it has no trace
+    # The OOMs of a filtered export, by the source's event numbers: not explained, as the state
+    # at them is not in the file (NOT_REPLAYED).
+    not_replayed: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"device": self.device, "ooms": [d.to_json() for d in self.ooms]}
+        out: dict[str, Any] = {"device": self.device, "ooms": [d.to_json() for d in self.ooms]}
+        if self.not_replayed:
+            out["not_replayed"] = {"events": self.not_replayed, "reason": NOT_REPLAYED}
+        return out
 
     def report(self) -> Report:
+        if self.not_replayed:
+            events = ", ".join(f"{i:,}" for i in self.not_replayed)
+            return Report("Why OOM", [Lines(lines=[
+                f"device {self.device}: OOM at event {events}: cannot tell why", f"  {NOT_REPLAYED};"
+                " explain it on the source snapshot"])])
         return oom_report(self.device, self.ooms, LARGEST_SHOWN, self.no_trace_reason)
 
 
 def oom(snapshot: Snapshot, options: OomOptions) -> OomResult:
     device = device_index(snapshot, options.device)
     found = diagnose_ooms(snapshot, device, options.device_memory, options.depth, options.top)
-    traced = not snapshot.devices or has_trace(snapshot.devices[device])
-    return OomResult(device, found, None if traced else NO_TRACE)
+    dev = snapshot.devices[device] if snapshot.devices else None
+    traced = dev is None or has_trace(dev)
+    not_replayed = [dev.shown_index(int(i)) for i in dev.oom_indices()] if dev is not None and dev.partial_trace else []
+    return OomResult(device, found, None if traced else NO_TRACE, not_replayed)
 
 
 def render(d: OomDiagnosis, n: int = 1, total: int = 1) -> list[str]:

@@ -64,7 +64,7 @@ async def test_why_oom_jumps_to_the_oom():
     app = app_for("oom_training")
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_analysis(app, pilot, "w")
-        assert screen.result[0].verdict == "process_cap"
+        assert screen.result.ooms[0].verdict == "process_cap"
         assert "per-process" in report_text(screen) and "because:" in report_text(screen)
         main = await choose_row(app, pilot, 0)
         assert main.event_log.cursor_event == 710

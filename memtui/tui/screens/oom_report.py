@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from memtui.analysis.oom import OomDiagnosis
-from memtui.report.oom import oom_report
-from memtui.services.oom import OomOptions, oom
+from memtui.services.oom import OomOptions, OomResult, oom
 from memtui.tui.screens.analysis_base import AnalysisScreen, Row, sections_text, table_cells
 from memtui.tui.views.analysis_jumps import event_jump, site_jump
 from memtui.tui.views.device_view import DeviceView
@@ -22,14 +20,14 @@ class OomReportScreen(AnalysisScreen):
         self.view = view
         self.depth = depth
 
-    def compute(self) -> list[OomDiagnosis]:
-        return oom(self.view.snapshot, OomOptions(device=self.view.device.device, depth=self.depth)).ooms
+    def compute(self) -> OomResult:
+        return oom(self.view.snapshot, OomOptions(device=self.view.device.device, depth=self.depth))
 
-    def present(self, result: list[OomDiagnosis]) -> tuple[str, list[Row]]:
+    def present(self, result: OomResult) -> tuple[str, list[Row]]:
         dev = self.view.device
-        report = oom_report(dev.device, result)
+        report = result.report()  # the command's own text: a filtered export's OOMs say why they are not explained
         rows: list[Row] = []
-        for d, sites in zip(result, report.tables("sites")):
+        for d, sites in zip(result.ooms, report.tables("sites")):
             verdict = d.verdict + (", process limit" if d.process_limit else "")
             rows.append(((f"{d.index:,}", format_bytes(d.requested), "", f"OOM: {verdict}"), event_jump(d.index)))
             for cells, place in zip(table_cells(sites, (None, "bytes", "count", "site")), sites.values("site")):

@@ -1,0 +1,74 @@
+"""A filtered export holds part of the recording's trace and is not replayed: every view
+numbers its events as the source does, and none shows a figure at a moment the file does
+not hold. It says so, or refuses the moment in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memtui.cli import main
+
+SOURCE = Path(__file__).resolve().parents[2] / "sample_snapshots" / "oom_training.pickle.xz"
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("filtered") / "big_only.msgpack"
+    assert main(["--no-cache", "export", str(SOURCE), "--filter", "size>100MiB", "-o", str(out)]) == 0
+    return out
+
+
+def _json(capsys, *argv: str) -> dict:
+    capsys.readouterr()
+    assert main(["--no-cache", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _source_ooms(capsys) -> list[int]:
+    return [o["index"] for o in _json(capsys, "info", str(SOURCE))["devices"][0]["trace"]["ooms"]]
+
+
+def test_every_view_numbers_the_exports_oom_as_the_source_does(exported, capsys):
+    source_ooms = _source_ooms(capsys)
+    assert source_ooms
+    info = _json(capsys, "info", str(exported))
+    assert [o["index"] for o in info["devices"][0]["trace"]["ooms"]] == source_ooms
+    events = _json(capsys, "events", str(exported), "--filter", "action:oom", "--limit", "0")
+    assert [e["index"] for e in events] == source_ooms
+
+
+def test_oom_says_it_cannot_tell_why_rather_than_explain_the_end(exported, capsys):
+    result = _json(capsys, "oom", str(exported))
+    assert result["ooms"] == []
+    assert result["not_replayed"]["events"] == _source_ooms(capsys)
+    capsys.readouterr()
+    assert main(["--no-cache", "oom", str(exported)]) == 0
+    text = capsys.readouterr().out
+    assert "cannot tell why" in text and "not replayed" in text
+
+
+def test_breakdown_is_the_files_own_state_and_says_so(exported, capsys):
+    for at in ("peak", "end"):
+        result = _json(capsys, "breakdown", str(exported), "--at", at)
+        assert result["at"] == {"event": -1, "moment": "end"}
+    info = _json(capsys, "info", str(exported))["devices"][0]
+    assert result["allocated"] == info["allocated"] and result["reserved"] == info["reserved"]
+    capsys.readouterr()
+    assert main(["--no-cache", "breakdown", str(exported)]) == 0
+    assert "the source's end (a filtered export is not replayed)" in capsys.readouterr().out.splitlines()[0]
+
+
+@pytest.mark.parametrize("argv", [
+    ["breakdown", "{export}", "--at", "294"],
+    ["breakdown", "{export}", "--at", "oom"],
+    ["diff", "{source}", "{export}", "--at-b", "294"],
+])
+def test_a_moment_a_filtered_export_does_not_hold_is_refused_in_one_line(exported, capsys, argv):
+    capsys.readouterr()
+    argv = [a.format(export=exported, source=SOURCE) for a in argv]
+    assert main(["--no-cache", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not replayed" in err
