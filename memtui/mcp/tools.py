@@ -150,6 +150,9 @@ def explain_oom(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: 
     found = result.ooms
     data = {"device": result.device, "ooms": [d.to_json() for d in found[:limit]], "total": len(found),
             "truncated": len(found) > limit}
+    if result.not_replayed:  # a filtered export: the command's words and field
+        data["not_replayed"] = result.to_json()["not_replayed"]
+        return Answer(f"{snapshot.name}: " + " ".join(line.strip() for line in text_lines(result.report())), data)
     if not found:
         reason = f" ({result.no_trace_reason}: an OOM before the dump would not show)" if result.no_trace_reason else ""
         return Answer(f"{snapshot.name}: no OOM in this snapshot{reason}", data)

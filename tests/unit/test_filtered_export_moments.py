@@ -72,3 +72,14 @@ def test_a_moment_a_filtered_export_does_not_hold_is_refused_in_one_line(exporte
     assert main(["--no-cache", *argv]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not replayed" in err
+
+
+def test_the_agents_explain_oom_says_the_same(exported, capsys):
+    from memtui.mcp import tools
+    from memtui.mcp.store import SnapshotStore
+    from memtui.services.catalog import spec
+
+    store = SnapshotStore([str(exported.parent)], cache=None)
+    answer = tools.answer(store, spec("oom"), {"path": str(exported)})
+    assert answer.data["ooms"] == [] and answer.data["not_replayed"]["events"] == _source_ooms(capsys)
+    assert "cannot tell why" in answer.summary and "\n" not in answer.summary
