@@ -24,7 +24,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from memtui import __version__
-from memtui.errors import Interrupted, MemtuiError, MissingDependencyError
+from memtui.errors import Interrupted, MemtuiError, MissingDependencyError, UsageError
 from memtui.exit_signals import HANDLED as EXIT_SIGNALS_HANDLED
 from memtui.exit_signals import ExitSignals
 
@@ -201,6 +201,7 @@ def _run(argv: list[str], started: list[ModelCache], signals: ExitSignals) -> in
             code = int(module.run(args) or 0)
             sys.stdout.flush()  # the answer is out before the write begins
         else:
+            _refuse_unknown_command(argv)
             parser = _explorer_parser(command_names())
             args = parser.parse_args(argv)
             cache = _hand_down(args, leading, started)
@@ -225,6 +226,19 @@ def _run(argv: list[str], started: list[ModelCache], signals: ExitSignals) -> in
         else:
             cache.wait()  # the model written in the background is finished before the process ends
     return code
+
+
+def _refuse_unknown_command(argv: list[str]) -> None:
+    """``memtui frobnicate FILE``: a word that is neither a command nor a file, before more
+    arguments, is a command misspelt (the explorer's parser would only say FILE is unexpected)."""
+    word = argv[0] if argv else ""
+    if len(argv) > 1 and not argv[1].startswith("-") and word.isidentifier() and not os.path.exists(word):
+        import difflib
+
+        names = command_names()
+        close = difflib.get_close_matches(word, names, n=1)
+        hint = f"; did you mean {close[0]}?" if close else f"; the commands: {', '.join(names)}"
+        raise UsageError(f"unknown command {word!r}{hint}")
 
 
 def _end_interrupted(exc: KeyboardInterrupt, signals: ExitSignals, started: list[ModelCache]) -> int:

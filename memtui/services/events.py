@@ -29,8 +29,8 @@ class EventsOptions:
                              "'action:alloc,oom', 'file:train.py', 'func:forward', 'id:7f064c000000_3', 'leaked'; "
                              "'or', 'not' and parentheses combine; a bare word searches the stacks. Empty: every "
                              "event", kind="str", check=_check_filter)
-    start: int = option(0, "first trace index (negative counts from the end); for the next page, the answer's "
-                           "next_start")
+    start: int = option(0, "first trace index (negative counts from the end); where a page ends, its last line "
+                           "(the agents' tool: next_start) says where the next one starts")
     # The MCP tool bounds a page to 1..1000 rows, its own limit.
     limit: int = option(50, "how many events (0 for all)", low=0, front_ends=("cli",))
 
@@ -68,6 +68,8 @@ class EventsResult:
         for row in self.rows():
             yield (f"{row['index']:>9} {format_seconds(row['time_s']):>13} {row['action']:<15} "
                    f"{row['address_n']:<20} {format_bytes(row['size']):>11} {row['stream']:>10}  {row['top_frame']}")
+        if self.next_start is not None:
+            yield f"(more: --start {self.next_start})"
 
     def report(self) -> Report:
         return Report("Events", [Lines("rows", lines=list(self.lines()))])

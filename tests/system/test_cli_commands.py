@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -111,3 +112,29 @@ def test_python_dash_m_works():
 def test_info_on_the_million_event_file(big_trace, capsys):
     code, out, _ = run(["info", str(big_trace), "--json"], capsys)
     assert json.loads(out)["devices"][0]["trace"]["entries"] == 1_000_000
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["inof", "snap.pickle"], "memtui: unknown command 'inof'; did you mean info?\n"),
+    (["frobnicate", "snap.pickle"], "memtui: unknown command 'frobnicate'; the commands: "),
+])
+def test_a_misspelt_command_is_named_in_one_line(tmp_path, monkeypatch, capsys, argv, said):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(said) and err.count("\n") == 1
+
+
+def test_a_missing_snapshot_before_a_flag_is_still_a_missing_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["mysnap", "--device", "1"]) == 2
+    assert capsys.readouterr().err == "memtui: mysnap: no such file\n"
+
+
+def test_a_page_of_events_ends_saying_where_the_next_starts(capsys):
+    sample = str(Path(__file__).resolve().parents[2] / "sample_snapshots" / "oom_training.pickle.xz")
+    assert main(["--no-cache", "events", sample, "--limit", "3", "--start", "3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == "(more: --start 6)" and [line.split()[0] for line in lines[1:-1]] == ["3", "4", "5"]
+    assert main(["--no-cache", "events", sample, "--start", "-2"]) == 0
+    assert not capsys.readouterr().out.splitlines()[-1].startswith("(more")
