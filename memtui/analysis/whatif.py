@@ -366,25 +366,30 @@ def advice(w: WhatIf) -> str:
     # Under the limit of a recorded OOM, a setting that still runs out at the same place and needs no
     # smaller limit changes nothing the user can act on: its peak only says where the limit stopped it.
     same_outcome = base is not None and _rank(best)[:3] == _rank(base)[:3]
+    fits = f"; the recording fits in {format_size(base.min_cap_bytes)}" \
+        if base is not None and base.min_cap_bytes is not None else ""
+    no_better = (f"no setting tried does better than the recorded one ({w.recorded_settings or 'default'}) under the"
+                 f" same limit{fits}{unsure}")
     if base is None or best is base or (_rank(best)[:4] == _rank(base)[:4]) or \
             (w.recorded_oom is not None and same_outcome):
-        fits = f"; the recording fits in {format_size(base.min_cap_bytes)}" \
-            if base is not None and base.min_cap_bytes is not None else ""
-        return (f"no setting tried does better than the recorded one ({w.recorded_settings or 'default'}) under the"
-                f" same limit{fits}{unsure}")
-    parts = [f"{best.settings}: reserved peak {format_size(best.reserved_peak)} instead of"
-             f" {format_size(base.reserved_peak)}"]
+        return no_better
+    parts = []
+    if format_size(best.reserved_peak) != format_size(base.reserved_peak):  # no "5.81 GiB instead of 5.81 GiB"
+        parts.append(f"reserved peak {format_size(best.reserved_peak)} instead of {format_size(base.reserved_peak)}")
     if w.recorded_oom is not None:
         if best.passes_recorded_oom:
             later = f"; it runs out later, at event {best.oom_event:,}" if best.oom_event is not None and \
                 best.oom_event != w.recorded_oom else ""
             parts.append(f"the OOM at event {w.recorded_oom:,} does not happen{later}"
                          " (what the program did after it is not recorded)")
+        elif best.oom_event is not None and best.oom_event < w.recorded_oom:
+            parts.append(f"it runs out earlier, at event {best.oom_event:,}, before the recorded OOM at event"
+                         f" {w.recorded_oom:,}")
         else:
             parts.append(f"the OOM at event {w.recorded_oom:,} still happens")
     if best.min_cap_bytes is not None and base.min_cap_bytes is not None and best.min_cap_bytes != base.min_cap_bytes:
         parts.append(f"fits in {format_size(best.min_cap_bytes)} instead of {format_size(base.min_cap_bytes)}")
-    return "; ".join(parts) + unsure
+    return f"{best.settings}: " + "; ".join(parts) + unsure if parts else no_better  # a difference too small to show
 
 
 @dataclass

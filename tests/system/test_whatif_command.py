@@ -55,3 +55,34 @@ def test_a_setting_that_still_runs_out_where_the_recording_did_is_not_advised():
     first = done.stdout.splitlines()[0]
     assert first.startswith("no setting tried does better than the recorded one (default)"), first
     assert "the recording fits in" in first
+
+
+
+def _scenario(settings: str, peak: int, oom_event: int | None, cap: int | None, recorded: bool = False):
+    from memtui.analysis.whatif import Scenario
+
+    return Scenario(settings, peak, 0, 0, oom_event, False if oom_event is not None else True, cap, None, 0,
+                    recorded=recorded)
+
+
+def _advice(best, base) -> str:
+    from memtui.analysis.whatif import Fidelity, Limit, WhatIf, advice
+
+    return advice(WhatIf(0, "default", base.reserved_peak, 710, Limit(1 << 30, True, "process cap"),
+                         Fidelity(True, True, 10, 10), [best, base]))
+
+
+def test_the_advice_says_no_figure_against_itself():
+    """Two peaks that read the same (5.81 GiB) are left out of the advice; what differs is said."""
+    gib = 1 << 30
+    line = _advice(_scenario("max_split_size_mb:128", int(5.81 * gib), 710, int(6.82 * gib)),
+                   _scenario("default", int(5.81 * gib) + 4096, 710, int(6.84 * gib), recorded=True))
+    assert line == "max_split_size_mb:128: the OOM at event 710 still happens; fits in 6.82 GiB instead of 6.84 GiB"
+
+
+def test_a_setting_that_runs_out_before_the_recorded_oom_is_said_to():
+    gib = 1 << 30
+    line = _advice(_scenario("max_split_size_mb:64", 0, 1, int(6.82 * gib)),
+                   _scenario("default", 0, 1, int(6.84 * gib), recorded=True))
+    assert line.startswith("max_split_size_mb:64: it runs out earlier, at event 1, before the recorded OOM at event"
+                           " 710"), line
