@@ -64,8 +64,8 @@ def text_lines(w: WhatIf) -> list[str]:
     oom = f", OOM at event {w.recorded_oom:,}" if w.recorded_oom is not None else ""
     lines.append(f"device {w.device}: recorded with {w.recorded_settings or 'default'}, reserved peak"
                  f" {f(w.recorded_peak)}{oom}")
-    lines.append(f"limit: {f(w.limit.bytes) if w.limit.bytes is not None else 'none'} ({w.limit.source})"
-                 + (f": {w.limit.note}" if w.limit.note else ""))
+    limit = f"{f(w.limit.bytes)} ({w.limit.source})" if w.limit.bytes is not None else "none"  # not "none (none)"
+    lines.append(f"limit: {limit}" + (f": {w.limit.note}" if w.limit.note else ""))
     if w.starts_mid_run:
         lines.append("the trace starts mid-run: every replay starts from the layout the recorded allocator had made by"
                      " its first event; a setting changes only what happens after")
