@@ -233,3 +233,13 @@ def test_the_summary_cache_keeps_the_most_recently_used_and_turns_off_when_unwri
     unwritable = SummaryCache(str(blocked), warn=warnings.append)  # its folder cannot be made
     assert summarize_files(files, workers=1, cache=unwritable) == summarize_files(files, workers=1)
     assert unwritable.disabled and len(warnings) == 1 and "summary cache off" in warnings[0]
+
+
+def test_no_readable_rank_file_is_one_line_on_stderr_and_nothing_on_stdout(tmp_path, capsys):
+    for name in ("rank0.pickle", "rank1.pickle"):
+        (tmp_path / name).write_text("not a snapshot\n")
+    assert main(["--no-cache", "ranks", str(tmp_path / "rank0.pickle"), str(tmp_path / "rank1.pickle"),
+                 "--workers", "1"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith("memtui: no rank file could be read (rank0.pickle: ") and err.endswith("; and 1 more)\n")
