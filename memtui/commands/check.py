@@ -7,12 +7,14 @@ from memtui.commands._common import load, print_json
 from memtui.model.checks import check_snapshot
 
 NAME = "check"
-HELP = "List warnings about a snapshot: replaced values, contradictions, escaped strings, a mid-run start."
+HELP = ("List what a snapshot holds that its figures depend on: warnings (replaced values, contradictions, escaped"
+        " strings) and notes (a trace that starts mid-run).")
 
 
 def add_arguments(parser) -> None:
     add_snapshot_argument(parser)
-    parser.add_argument("--strict", action="store_true", help="exit with status 1 when there is any warning")
+    parser.add_argument("--strict", action="store_true",
+                        help="exit with status 1 when there is any warning (notes do not count)")
     add_json_flag(parser)
 
 
