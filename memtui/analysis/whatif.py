@@ -376,6 +376,7 @@ def advice(w: WhatIf) -> str:
     parts = []
     if format_size(best.reserved_peak) != format_size(base.reserved_peak):  # no "5.81 GiB instead of 5.81 GiB"
         parts.append(f"reserved peak {format_size(best.reserved_peak)} instead of {format_size(base.reserved_peak)}")
+    same_end = ""  # the recorded OOM happening again is context, not a difference
     if w.recorded_oom is not None:
         if best.passes_recorded_oom:
             later = f"; it runs out later, at event {best.oom_event:,}" if best.oom_event is not None and \
@@ -386,10 +387,15 @@ def advice(w: WhatIf) -> str:
             parts.append(f"it runs out earlier, at event {best.oom_event:,}, before the recorded OOM at event"
                          f" {w.recorded_oom:,}")
         else:
-            parts.append(f"the OOM at event {w.recorded_oom:,} still happens")
-    if best.min_cap_bytes is not None and base.min_cap_bytes is not None and best.min_cap_bytes != base.min_cap_bytes:
+            same_end = f"the OOM at event {w.recorded_oom:,} still happens"
+    if best.min_cap_bytes is not None and base.min_cap_bytes is not None and \
+            format_size(best.min_cap_bytes) != format_size(base.min_cap_bytes):
         parts.append(f"fits in {format_size(best.min_cap_bytes)} instead of {format_size(base.min_cap_bytes)}")
-    return f"{best.settings}: " + "; ".join(parts) + unsure if parts else no_better  # a difference too small to show
+    if not parts:
+        return no_better  # every difference too small to show
+    if same_end:
+        parts.insert(len(parts) - 1 if parts[-1].startswith("fits in") else len(parts), same_end)
+    return f"{best.settings}: " + "; ".join(parts) + unsure
 
 
 @dataclass

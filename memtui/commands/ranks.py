@@ -58,7 +58,7 @@ def run(args) -> int:
                 progress.clear()
     finally:
         runner.close()
-    if not result.data["ranks"]:  # one line, nothing on stdout: there is no table to print
+    if not result.data["ranks"] and not args.json:  # one line, and no empty table (--json still lists why)
         failed = result.data["failed"]
         first = f" ({failed[0]['error']}" + \
             (f"; and {len(failed) - 1:,} more)" if len(failed) > 1 else ")") if failed else ""
@@ -66,6 +66,8 @@ def run(args) -> int:
     print_result(result, args.json)
     if sys.stderr.isatty() and cache is not None and cache.hits:
         print(f"memtui: {cache.hits:,} of {len(files):,} summaries from the cache in {cache.folder}", file=sys.stderr)
+    if not result.data["ranks"]:
+        raise UsageError("no rank file could be read")
     return 0
 
 

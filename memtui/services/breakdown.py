@@ -25,7 +25,7 @@ from memtui.analysis.live import allocated_curve, reserved_curve
 from memtui.analysis.live_tree import TreeNode, format_tree, live_tree
 from memtui.model import DeviceModel, Snapshot
 from memtui.report.sections import Lines, Report
-from memtui.services.common import depth_option, device_index, device_option, top_option
+from memtui.services.common import depth_option, device_index, device_option, over_time, top_option
 from memtui.services.options import option
 from memtui.units import format_bytes
 
@@ -101,7 +101,7 @@ def breakdown_at(snapshot: Snapshot, options: BreakdownOptions) -> BreakdownResu
     calculator = BreakdownReport(snapshot, dev, rules, options.depth)
     moment = resolve_moment(snapshot, dev, options.at, calculator.curve)
     result = calculator.at(moment, options.top)
-    steps = calculator.steps() if options.steps else None
+    steps = calculator.steps() if options.steps and over_time(dev, "--steps") else None
     return BreakdownResult(snapshot, dev, options, rules, calculator, moment, result, steps)
 
 
@@ -129,7 +129,10 @@ class BreakdownReport:
 
     def steps(self, top: int = 0) -> tuple[str, list[tuple[StepPeak, StepBreakdown]]] | None:
         """Bytes per category at each step's peak: one pass over the lives for all the steps
-        (a long run has thousands). ``top`` is kept for callers; steps list no call sites."""
+        (a long run has thousands). ``top`` is kept for callers; steps list no call sites.
+        None for a filtered export, which has no peaks of its own (NOT_REPLAYED)."""
+        if self.dev.partial_trace:
+            return None
         found = step_peaks(self.snapshot, self.dev, self.curve)
         if found is None:
             return None

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from memtui.model import Snapshot
+from memtui.errors import UsageError
+from memtui.model import DeviceModel, Snapshot
+from memtui.model.snapshot import NOT_REPLAYED
 from memtui.services.options import option
 
 MAX_ROWS = 1000  # the most call sites, allocations or rows an analysis is asked to list
@@ -28,3 +30,11 @@ def device_index(snapshot: Snapshot, device: int | None) -> int:
     """The device an analysis looks at: the one asked for, else the snapshot's default
     (the explorer's rule, :meth:`Snapshot.default_device`)."""
     return snapshot.device_or_default(device)
+
+
+def over_time(dev: DeviceModel, what: str) -> DeviceModel:
+    """``dev`` for an analysis of its trace over time (``what``), refused in one line for a
+    filtered export, whose trace is not replayed (:data:`memtui.model.snapshot.NOT_REPLAYED`)."""
+    if dev.partial_trace:
+        raise UsageError(f"{what}: {NOT_REPLAYED}; run it on the source snapshot")
+    return dev

@@ -9,7 +9,7 @@ from memtui.analysis.cycles import CycleReport, find_cycles
 from memtui.model import Snapshot
 from memtui.report.cycles import cycles_report
 from memtui.report.sections import Report
-from memtui.services.common import depth_option, device_index, device_option
+from memtui.services.common import depth_option, device_index, device_option, over_time
 
 BURSTS_SHOWN = 10  # of each kind in the text; the JSON lists all
 
@@ -32,5 +32,5 @@ class CyclesResult:
 
 
 def cycles(snapshot: Snapshot, options: CyclesOptions) -> CyclesResult:
-    dev = snapshot.devices[device_index(snapshot, options.device)]
+    dev = over_time(snapshot.devices[device_index(snapshot, options.device)], "cycles")
     return CyclesResult(find_cycles(snapshot, dev, options.depth))

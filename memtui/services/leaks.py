@@ -9,7 +9,7 @@ from memtui.analysis.leaks import LeakReport, find_leaks
 from memtui.model import Snapshot
 from memtui.report.leaks import leaks_report
 from memtui.report.sections import Report
-from memtui.services.common import depth_option, device_index, device_option, top_option
+from memtui.services.common import depth_option, device_index, device_option, over_time, top_option
 from memtui.services.options import option
 
 
@@ -35,5 +35,5 @@ class LeaksResult:
 
 
 def leaks(snapshot: Snapshot, options: LeaksOptions) -> LeaksResult:
-    dev = snapshot.devices[device_index(snapshot, options.device)]
+    dev = over_time(snapshot.devices[device_index(snapshot, options.device)], "leaks")
     return LeaksResult(find_leaks(snapshot, dev, options.depth, options.points, options.windows, options.top))

@@ -77,7 +77,8 @@ def describe_match(snapshot: Snapshot, match: Match, all_frames: bool) -> dict[s
                 action = int(dev.trace.action[i])
                 if action == act.FREE_REQUESTED:
                     label = "free_requested"  # the end of a trace recorded without free_completed
-                events[label] = {"index": i, "stack": _frames(snapshot, int(dev.trace.stack[i]), all_frames),
+                events[label] = {"index": dev.shown_index(i),
+                                 "stack": _frames(snapshot, int(dev.trace.stack[i]), all_frames),
                                  "action": snapshot.actions.name(action)}
                 context = stackless_context(snapshot, match.device, i)
                 if context is not None:
@@ -134,14 +135,14 @@ def life_row(snapshot: Snapshot, match: Match) -> dict[str, Any]:
     columns = ([("segment_alloc", lives.start), ("segment_free", lives.end)] if segment else
                [("alloc", lives.start), ("free_requested", lives.request), ("free_completed", lives.end)])
     row: dict[str, Any] = {"device": match.device, "address_n": match.address_n}
-    for label, column in columns:
-        i = int(column[match.life]) if match.life != NONE else NONE
-        row[label] = i if i != NONE else None
+    rows = [int(column[match.life]) if match.life != NONE else NONE for _, column in columns]
+    for (label, _), i in zip(columns, rows):
+        row[label] = dev.shown_index(i) if i != NONE else None  # the source's numbers, as every view gives them
     if match.life != NONE:
         row["size"] = int(lives.size[match.life])
     else:
         row["size"] = int(dev.blocks.size[match.block])
-    start = row[columns[0][0]]
+    start = rows[0] if rows[0] != NONE else None
     if start is not None:
         row["top_frame"] = snapshot.event_top_frame(match.device, start)
     elif match.block != NONE:

@@ -243,3 +243,10 @@ def test_no_readable_rank_file_is_one_line_on_stderr_and_nothing_on_stdout(tmp_p
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1
     assert err.startswith("memtui: no rank file could be read (rank0.pickle: ") and err.endswith("; and 1 more)\n")
+
+
+def test_no_readable_rank_file_with_json_still_lists_why(tmp_path, capsys):
+    (tmp_path / "rank0.pickle").write_text("not a snapshot\n")
+    assert main(["--no-cache", "ranks", str(tmp_path / "rank0.pickle"), "--workers", "1", "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert json.loads(out)["failed"][0]["file"].endswith("rank0.pickle") and err.count("\n") == 1

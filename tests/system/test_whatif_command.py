@@ -86,3 +86,10 @@ def test_a_setting_that_runs_out_before_the_recorded_oom_is_said_to():
                    _scenario("default", 0, 1, int(6.84 * gib), recorded=True))
     assert line.startswith("max_split_size_mb:64: it runs out earlier, at event 1, before the recorded OOM at event"
                            " 710"), line
+
+
+def test_a_smallest_fit_that_reads_the_same_is_no_advice():
+    gib = 1 << 30
+    line = _advice(_scenario("expandable_segments:True", int(5.5 * gib), 710, int(5.5 * gib)),
+                   _scenario("default", int(5.5 * gib), 710, int(5.5 * gib) + (2 << 20), recorded=True))
+    assert line.startswith("no setting tried does better"), line

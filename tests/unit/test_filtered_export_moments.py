@@ -83,3 +83,23 @@ def test_the_agents_explain_oom_says_the_same(exported, capsys):
     answer = tools.answer(store, spec("oom"), {"path": str(exported)})
     assert answer.data["ooms"] == [] and answer.data["not_replayed"]["events"] == _source_ooms(capsys)
     assert "cannot tell why" in answer.summary and "\n" not in answer.summary
+
+
+@pytest.mark.parametrize("argv", [
+    ["leaks", "{export}"],
+    ["cycles", "{export}"],
+    ["breakdown", "{export}", "--steps"],
+])
+def test_an_analysis_over_time_is_refused_on_a_filtered_export(exported, capsys, argv):
+    capsys.readouterr()
+    assert main(["--no-cache", *[a.format(export=exported) for a in argv]]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not replayed" in err and "run it on the source snapshot" in err
+
+
+def test_stack_numbers_an_allocations_events_as_the_source_does(exported, capsys):
+    address_n = _json(capsys, "top", str(exported), "-n", "1")[0]["address_n"]  # live at the end: in the export
+    in_source = _json(capsys, "stack", str(SOURCE), address_n)["events"]["alloc"]["index"]
+    in_export = _json(capsys, "stack", str(exported), address_n)["events"]["alloc"]["index"]
+    events = _json(capsys, "events", str(exported), "--filter", f"id:{address_n}", "--limit", "0")
+    assert in_export == in_source == events[0]["index"] and in_source > 100  # a row of the export would be smaller
