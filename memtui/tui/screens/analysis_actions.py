@@ -40,9 +40,13 @@ def analysis_screen(name: str, view: DeviceView, cursor: int) -> Screen:
 
 def _diff_screen(view: DeviceView, cursor: int) -> Screen:
     from memtui.analysis.diff import diff_views, view_at_end, view_at_event
+    from memtui.errors import UsageError
+    from memtui.model.snapshot import NOT_REPLAYED
     from memtui.tui.screens.diff_report import DiffReportScreen
 
     def make():
+        if view.device.partial_trace:  # every moment of a filtered export is its end: nothing to compare
+            raise UsageError(f"diff of the cursor's event and the end: {NOT_REPLAYED}")
         return diff_views(view_at_event(view.snapshot, view.device, cursor, replayer=view.replayer),
                           view_at_end(view.snapshot, view.device))
 

@@ -17,6 +17,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from memtui.analysis.breakdown import step_peaks
+from memtui.model.snapshot import NOT_REPLAYED
 from memtui.tui.views.breakdown_view import DeviceBreakdown
 from memtui.tui.widgets.breakdown_pane import BreakdownPane
 from memtui.tui.widgets.call_tree import CallTree
@@ -115,8 +116,10 @@ class BreakdownScreen(Screen[int]):
         self._fit_pane()
         self.tree.set_tree(self.model.tree(i, state, self._show_internal), self.model.names)
         self.query_one(Timeline).set_cursor(max(i, 0))
-        n = self.model.view.n_events
-        where = f"event {i:,} of {n:,}" if i >= 0 else "the snapshot's state"
+        n, dev = self.model.view.n_events, self.model.view.device
+        where = f"event {dev.shown_index(i):,} of {n:,}" if i >= 0 else "the snapshot's state"
+        if dev.partial_trace:
+            where = "the source's end (a filtered export is not replayed)"
         self._say(message or f"{where} · {format_bytes(result.allocated)} allocated · "
                              f"{format_bytes(result.cached_free)} cached free · , . < > P move")
 
@@ -146,6 +149,9 @@ class BreakdownScreen(Screen[int]):
         return self._steps
 
     def action_step_peak(self, forward: bool) -> None:
+        if self.model.view.device.partial_trace:
+            self._say(f"no step peaks: {NOT_REPLAYED}")
+            return
         peaks = self._step_peak_events()
         if not len(peaks):
             self._say("no step markers or optimizer annotations in this trace")
@@ -157,7 +163,7 @@ class BreakdownScreen(Screen[int]):
             earlier = peaks[peaks < self.event]
             target = int(earlier[-1]) if len(earlier) else int(peaks[0])
         k = int(np.searchsorted(peaks, target)) + 1
-        self.go_to(target, f"step {k} of {len(peaks)}: its peak, event {target:,}")
+        self.go_to(target, f"step {k} of {len(peaks)}: its peak, event {self.model.view.device.shown_index(target):,}")
 
     def on_timeline_seek(self, message: Timeline.Seek) -> None:
         self.go_to(message.event)

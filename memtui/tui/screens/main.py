@@ -170,7 +170,8 @@ class MainScreen(Screen):
     def go_to(self, event: int) -> bool:
         """Move the cursor to ``event`` and show it everywhere; False if the view hides it."""
         if not self.event_log.go_to_event(event, notify=False):
-            self.status.say(f"event {event:,} is hidden by the current view", warning=True)
+            self.status.say(f"event {self.current_view.device.shown_index(event):,} is hidden by the current view",
+                            warning=True)
             return False
         self.show_event(event)
         return True
@@ -232,7 +233,7 @@ class MainScreen(Screen):
         view = self.current_view
         name = view.snapshot.actions.name(int(view.device.trace.action[event]))
         address_n = view.device.event_address_n(event)
-        return f"event {event:,}: {name}" + (f" {address_n}" if address_n else "")
+        return f"event {view.device.shown_index(event):,}: {name}" + (f" {address_n}" if address_n else "")
 
     def action_next_oom(self) -> None:
         self._jump_to_oom(True)
@@ -252,7 +253,7 @@ class MainScreen(Screen):
 
         def arrive() -> None:
             self._jump(navigation.Jump(event, f"device {here} has no OOM: this is device {device}'s, "
-                                              f"at event {event:,}"))
+                                              f"at event {self.snapshot.device(device).shown_index(event):,}"))
 
         self.switch_device(device, then=arrive)
 
@@ -397,7 +398,8 @@ class MainScreen(Screen):
         elif isinstance(self.scope, Site):
             self.set_scope(ALL)
         if not self.event_log.go_to_event(jump.event, notify=True):
-            self.status.say(f"event {jump.event:,} is hidden by the current view", warning=True)
+            self.status.say(f"event {self.current_view.device.shown_index(jump.event):,} is hidden by the current"
+                            " view", warning=True)
         elif jump.message:
             self.status.say(jump.message)
 

@@ -45,8 +45,9 @@ class DeviceBreakdown:
         live = live_from_state(self.table, state)
         reserved = int(self.view.reserved[state.index]) if 0 <= state.index < len(self.view.reserved) else \
             self.view.device.reserved
-        return breakdown(self.view.snapshot, self.view.device, self.table, live, Moment(state.index, "event"),
-                         reserved, self.sites, top)
+        # A filtered export's every moment is the file's own state, the source's end (NOT_REPLAYED).
+        moment = Moment(-1, "end") if self.view.device.partial_trace else Moment(state.index, "event")
+        return breakdown(self.view.snapshot, self.view.device, self.table, live, moment, reserved, self.sites, top)
 
     def tree(self, event: int, state=None, show_internal: bool = False) -> TreeNode:
         live = live_from_state(self.table, self.state(event, state))

@@ -15,6 +15,7 @@ from memtui.model import metadata
 from memtui.model.lifetimes import NONE
 from memtui.model.relevance import FORWARD_TEXT, FX_NODE_NAME, FX_NODE_OP, FX_NODE_TARGET, FX_ORIGINAL_TRACE
 from memtui.model.segments import DEFAULT_POOL, pool_name
+from memtui.model.snapshot import NOT_REPLAYED
 from memtui.model.stackless import stackless_context
 from memtui.model.strings import terminal_safe
 from memtui.replay import AllocatorState
@@ -71,7 +72,8 @@ def event_lines(view: DeviceView, i: int, state: AllocatorState, opts: InspectOp
     if partner is not None:
         label, j = partner
         lines.append([])
-        lines += stack_section(view, int(trace.stack[j]), f"{label} (event {j:,})", opts, with_source=False,
+        lines += stack_section(view, int(trace.stack[j]), f"{label} (event {dev.shown_index(j):,})", opts,
+                               with_source=False,
                                event=j)
     return lines
 
@@ -85,6 +87,10 @@ def oom_lines(view: DeviceView, i: int, state: AllocatorState) -> list[Line]:
     trace = view.device.trace
     requested = int(trace.size[i])
     device_free = int(trace.device_free[i])
+    if view.device.partial_trace:  # the state at the OOM is not in a filtered export: only what the event says
+        return [_kv("requested", format_bytes(requested), "error"),
+                _kv("device free", format_bytes(device_free) if device_free >= 0 else "not recorded"),
+                _kv("at the OOM", f"cannot tell: {NOT_REPLAYED}")]
     pools = segment_pools(state, view.device, view.snapshot.strings)
     usable = pool_free(state, pools, request_pool(requested), int(trace.stream[i]))
     cached_free = state.reserved - state.active
@@ -206,7 +212,8 @@ def block_lines(view: DeviceView, state: AllocatorState, block: int, opts: Inspe
         lines += label_lines(view, notes)
     lines.append([])
     if start != NONE:
-        lines += stack_section(view, int(dev.trace.stack[start]), f"allocated at event {start:,}", opts,
+        lines += stack_section(view, int(dev.trace.stack[start]), f"allocated at event {dev.shown_index(start):,}",
+                               opts,
                                event=start)
         lines += forward_section(view, int(dev.trace.fwd[start]))
     elif final != NONE:
@@ -244,7 +251,8 @@ def segment_lines(view: DeviceView, state: AllocatorState, segment: int, opts: I
             start = s
     final = int(state.seg_final[segment])
     if start != NONE:
-        lines += stack_section(view, int(dev.trace.stack[start]), f"segment allocated at event {start:,}", opts)
+        lines += stack_section(view, int(dev.trace.stack[start]),
+                               f"segment allocated at event {dev.shown_index(start):,}", opts)
     elif final != NONE:
         lines += stack_section(view, int(dev.segments.stack[final]), "segment allocated (before the trace)", opts)
     return lines
@@ -265,7 +273,8 @@ def stack_section(view: DeviceView, sid: int, title: str, opts: InspectOptions,
         if context.in_backward:
             lines.append([])
             lines += stack_section(view, int(view.device.trace.stack[context.event]),
-                                   f"main thread in backward() (event {context.event:,})", opts, with_source)
+                                   f"main thread in backward() (event {view.device.shown_index(context.event):,})",
+                                   opts, with_source)
         return lines
     all_ids = stacks.frame_ids(sid)
     visible = stacks.visible_frames(sid, opts.show_native)

@@ -226,7 +226,8 @@ class Timeline(Widget):
         line = self.get_component_rich_style("timeline--reserved")
         muted = self.get_component_rich_style("timeline--muted")
         if n:
-            at = f"event {i:,} of {n:,}: "
+            shown = view.device.shown_index(i)  # the source's number, as the event log gives it
+            at = f"event {shown:,}: " if view.device.source_index is not None else f"event {i:,} of {n:,}: "
             alloc, reserved = int(view.allocated[i]), int(view.reserved[i])
         else:
             at = "no trace events: "
