@@ -29,8 +29,9 @@ class EventsOptions:
                              "'action:alloc,oom', 'file:train.py', 'func:forward', 'id:7f064c000000_3', 'leaked'; "
                              "'or', 'not' and parentheses combine; a bare word searches the stacks. Empty: every "
                              "event", kind="str", check=_check_filter)
-    start: int = option(0, "first trace index (negative counts from the end); where a page ends, its last line "
-                           "(the agents' tool: next_start) says where the next one starts")
+    start: int = option(0, "the first event, by its number in the index column (negative: counts from the end); "
+                           "where a page ends, its last line (the agents' tool: next_start) says where the next "
+                           "one starts")
     # The MCP tool bounds a page to 1..1000 rows, its own limit.
     limit: int = option(50, "how many events (0 for all)", low=0, front_ends=("cli",))
 
@@ -78,10 +79,19 @@ class EventsResult:
 def events(snapshot: Snapshot, options: EventsOptions) -> EventsResult:
     compiled = compile_filter(options.filter)
     device = snapshot.device_or_default(options.device)
-    n = len(snapshot.devices[device].trace)
-    first = max(0, options.start + n) if options.start < 0 else options.start
-    if not 0 <= first <= n:
-        raise OptionError("start", f"{options.start} is outside the trace (0..{n - 1})")
+    dev = snapshot.devices[device]
+    n = len(dev.trace)
+    # A start is an event's number as the index column gives it: the source's, in an export
+    # (its rows are a part of the source's events); a negative one counts rows from the end.
+    last = dev.shown_index(n - 1) if n else -1
+    if options.start < 0:
+        first = max(0, options.start + n)
+    elif not options.start <= last + 1:
+        raise OptionError("start", f"{options.start} is outside the trace (0..{last})")
+    elif dev.source_index is not None:
+        first = int(np.searchsorted(dev.source_index, options.start))  # the first event at or after it
+    else:
+        first = options.start
     matching = None if compiled.matches_everything else compiled.indices(snapshot, device)
     if matching is None:
         before, candidates = first, np.arange(first, n)
@@ -92,7 +102,7 @@ def events(snapshot: Snapshot, options: EventsOptions) -> EventsResult:
     more = len(candidates) > len(chosen)
     return EventsResult(snapshot, device, options.filter, n, n if matching is None else len(matching),
                         matching is not None, first, before if matching is not None else 0, chosen,
-                        int(chosen[-1]) + 1 if more else None)
+                        dev.shown_index(int(candidates[len(chosen)])) if more else None)
 
 
 def event_row(snapshot: Snapshot, device: int, i: int, t0: float) -> dict[str, Any]:

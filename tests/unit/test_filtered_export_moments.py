@@ -103,3 +103,18 @@ def test_stack_numbers_an_allocations_events_as_the_source_does(exported, capsys
     in_export = _json(capsys, "stack", str(exported), address_n)["events"]["alloc"]["index"]
     events = _json(capsys, "events", str(exported), "--filter", f"id:{address_n}", "--limit", "0")
     assert in_export == in_source == events[0]["index"] and in_source > 100  # a row of the export would be smaller
+
+
+def test_pages_of_an_exports_events_start_and_chain_by_the_source_numbers(exported, capsys):
+    every = [e["index"] for e in _json(capsys, "events", str(exported), "--limit", "0")]
+    assert every != list(range(len(every)))  # the export left events out
+    middle = every[len(every) // 2]
+    page = [e["index"] for e in _json(capsys, "events", str(exported), "--start", str(middle), "--limit", "3")]
+    assert page == every[len(every) // 2:len(every) // 2 + 3]
+    gap = middle - 1 if middle - 1 not in every else None  # a number the export left out: the next one after it
+    if gap is not None:
+        assert _json(capsys, "events", str(exported), "--start", str(gap), "--limit", "1")[0]["index"] == middle
+    capsys.readouterr()
+    assert main(["--no-cache", "events", str(exported), "--start", str(middle), "--limit", "3"]) == 0
+    follow = capsys.readouterr().out.splitlines()[-1]
+    assert follow == f"(more: --start {every[len(every) // 2 + 3]})"
