@@ -26,7 +26,7 @@ from memtui.analysis.callsites import CallSites, group_by_site
 from memtui.analysis.live import allocated_curve, life_spans, reserved_curve
 from memtui.model import DeviceModel, Snapshot
 
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2  # 2: a filtered export's peak is its own state, its OOMs by the source's numbers
 SUMMARY_SITES = 50  # call sites kept per summary, largest first
 PEAK_SHARE = 0.10  # a peak this far from the reference's is an outlier...
 MIN_DIFFERENCE = 1 << 20  # ...and so is a site difference, if at least this many bytes
@@ -43,11 +43,11 @@ def summarize_snapshot(snapshot: Snapshot, depth: int = 1) -> dict[str, Any]:
     curve = allocated_curve(dev, spans)
     reserved = reserved_curve(dev)
     at_end = spans.stop >= spans.n_events
-    if len(curve):
+    if len(curve) and not dev.partial_trace:
         peak_index = int(np.argmax(curve))
         peak_allocated = int(curve[peak_index])
         at_peak = (spans.start <= peak_index) & (spans.stop > peak_index)
-    else:  # no trace: the snapshot's own state is all there is
+    else:  # no trace, or a filtered export's (NOT_REPLAYED): the snapshot's own state is all there is
         peak_index, peak_allocated, at_peak = -1, dev.allocated, at_end
     site_of_life = sites.of_stacks(spans.stack)
     trace = dev.trace
@@ -61,7 +61,8 @@ def summarize_snapshot(snapshot: Snapshot, depth: int = 1) -> dict[str, Any]:
         "allocated": dev.allocated,
         "reserved": dev.reserved,
         "active": dev.active,
-        "ooms": [{"index": int(i), "requested": int(trace.size[i]), "device_free": int(trace.device_free[i])}
+        "ooms": [{"index": dev.shown_index(int(i)), "requested": int(trace.size[i]),
+                  "device_free": int(trace.device_free[i])}
                  for i in dev.oom_indices()],
         "sites_at_peak": _top_sites(sites, site_of_life[at_peak], spans.size[at_peak]),
         "sites_at_end": _top_sites(sites, site_of_life[at_end], spans.size[at_end]),

@@ -118,3 +118,13 @@ def test_pages_of_an_exports_events_start_and_chain_by_the_source_numbers(export
     assert main(["--no-cache", "events", str(exported), "--start", str(middle), "--limit", "3"]) == 0
     follow = capsys.readouterr().out.splitlines()[-1]
     assert follow == f"(more: --start {every[len(every) // 2 + 3]})"
+
+
+def test_a_rank_summary_of_a_filtered_export_has_no_peak_of_its_own(exported):
+    from memtui.analysis.ranks import summarize_snapshot
+    from memtui.open import open_snapshot
+
+    summary = summarize_snapshot(open_snapshot(str(exported)))
+    source = summarize_snapshot(open_snapshot(str(SOURCE)))
+    assert summary["peak_index"] == -1 and summary["peak_allocated"] == summary["allocated"]
+    assert [o["index"] for o in summary["ooms"]] == [o["index"] for o in source["ooms"]]
