@@ -25,6 +25,7 @@ from memtui.analysis.whatif_requests import build_requests, recorded_segment_eve
 from memtui.errors import UsageError
 from memtui.model import DeviceModel, Snapshot
 from memtui.model import actions as act
+from memtui.model.snapshot import NOT_REPLAYED
 from memtui.units import format_bytes as format_size
 
 ProgressFn = Callable[[str, int, int], None]
@@ -149,8 +150,7 @@ def what_if(snapshot: Snapshot, device: int, confs: list[str] | None = None, cap
     """Replay the device's requests under each of ``confs`` (None: the candidates)."""
     dev = snapshot.device(device)
     if dev.partial_trace:
-        raise UsageError("this export holds part of the recording's trace: its requests cannot be replayed"
-                         " (replay the source snapshot)")
+        raise UsageError(f"whatif: {NOT_REPLAYED}; replay the source snapshot")
     recorded_conf, recorded = settings_of_snapshot(snapshot.allocator_settings)
     requests = build_requests(dev)
     limit = derive_limit(dev, requests, cap)
@@ -373,28 +373,29 @@ def advice(w: WhatIf) -> str:
     if base is None or best is base or (_rank(best)[:4] == _rank(base)[:4]) or \
             (w.recorded_oom is not None and same_outcome):
         return no_better
-    parts = []
+    peak = fits = outcome = ""
     if format_size(best.reserved_peak) != format_size(base.reserved_peak):  # no "5.81 GiB instead of 5.81 GiB"
-        parts.append(f"reserved peak {format_size(best.reserved_peak)} instead of {format_size(base.reserved_peak)}")
-    same_end = ""  # the recorded OOM happening again is context, not a difference
+        peak = f"reserved peak {format_size(best.reserved_peak)} instead of {format_size(base.reserved_peak)}"
+    same_end = False  # the recorded OOM happening again is context, not a difference
     if w.recorded_oom is not None:
         if best.passes_recorded_oom:
             later = f"; it runs out later, at event {best.oom_event:,}" if best.oom_event is not None and \
                 best.oom_event != w.recorded_oom else ""
-            parts.append(f"the OOM at event {w.recorded_oom:,} does not happen{later}"
-                         " (what the program did after it is not recorded)")
+            outcome = (f"the OOM at event {w.recorded_oom:,} does not happen{later}"
+                       " (what the program did after it is not recorded)")
         elif best.oom_event is not None and best.oom_event < w.recorded_oom:
-            parts.append(f"it runs out earlier, at event {best.oom_event:,}, before the recorded OOM at event"
-                         f" {w.recorded_oom:,}")
+            outcome = (f"it runs out earlier, at event {best.oom_event:,}, before the recorded OOM at event"
+                       f" {w.recorded_oom:,}")
         else:
-            same_end = f"the OOM at event {w.recorded_oom:,} still happens"
+            same_end = True
     if best.min_cap_bytes is not None and base.min_cap_bytes is not None and \
             format_size(best.min_cap_bytes) != format_size(base.min_cap_bytes):
-        parts.append(f"fits in {format_size(best.min_cap_bytes)} instead of {format_size(base.min_cap_bytes)}")
-    if not parts:
+        fits = f"fits in {format_size(best.min_cap_bytes)} instead of {format_size(base.min_cap_bytes)}"
+    if not (peak or outcome or fits):
         return no_better  # every difference too small to show
     if same_end:
-        parts.insert(len(parts) - 1 if parts[-1].startswith("fits in") else len(parts), same_end)
+        outcome = f"the OOM at event {w.recorded_oom:,} still happens"
+    parts = [part for part in (peak, outcome, fits) if part]
     return f"{best.settings}: " + "; ".join(parts) + unsure
 
 

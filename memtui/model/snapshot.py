@@ -31,6 +31,7 @@ MAX_DEVICES = 4096  # far more GPUs than one process sees; a larger count is a b
 # What a view says of a filtered export's moments (DeviceModel.partial_trace), in one place.
 NOT_REPLAYED = ("a filtered export holds part of the recording's trace, which is not replayed: its state is the"
                 " source's end")
+SOURCE_END = "the source's end (a filtered export is not replayed)"  # the moment its figures are of
 
 
 @dataclass

@@ -24,6 +24,7 @@ from memtui.analysis.category_rules import CategoryRules, load_rules
 from memtui.analysis.live import allocated_curve, reserved_curve
 from memtui.analysis.live_tree import TreeNode, format_tree, live_tree
 from memtui.model import DeviceModel, Snapshot
+from memtui.model.snapshot import SOURCE_END
 from memtui.report.sections import Lines, Report
 from memtui.services.common import depth_option, device_index, device_option, over_time, top_option
 from memtui.services.options import option
@@ -101,7 +102,9 @@ def breakdown_at(snapshot: Snapshot, options: BreakdownOptions) -> BreakdownResu
     calculator = BreakdownReport(snapshot, dev, rules, options.depth)
     moment = resolve_moment(snapshot, dev, options.at, calculator.curve)
     result = calculator.at(moment, options.top)
-    steps = calculator.steps() if options.steps and over_time(dev, "--steps") else None
+    if options.steps:
+        over_time(dev, "--steps")
+    steps = calculator.steps() if options.steps else None
     return BreakdownResult(snapshot, dev, options, rules, calculator, moment, result, steps)
 
 
@@ -166,7 +169,7 @@ def header(snapshot: Snapshot, dev: DeviceModel, result: Breakdown, rules: Categ
     if result.moment.name == "event" and i >= 0:
         where = f"after event {dev.shown_index(i):,} of {n:,}"
     if dev.partial_trace:
-        where = "the source's end (a filtered export is not replayed)"
+        where = SOURCE_END
     lines = [f"{snapshot.name} · device {dev.device} · {where}",
              f"allocated {format_bytes(result.allocated)} of {format_bytes(result.reserved)} reserved; "
              f"{format_bytes(result.cached_free)} cached free"

@@ -17,7 +17,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from memtui.analysis.breakdown import step_peaks
-from memtui.model.snapshot import NOT_REPLAYED
+from memtui.model.snapshot import NOT_REPLAYED, SOURCE_END
 from memtui.tui.views.breakdown_view import DeviceBreakdown
 from memtui.tui.widgets.breakdown_pane import BreakdownPane
 from memtui.tui.widgets.call_tree import CallTree
@@ -119,7 +119,7 @@ class BreakdownScreen(Screen[int]):
         n, dev = self.model.view.n_events, self.model.view.device
         where = f"event {dev.shown_index(i):,} of {n:,}" if i >= 0 else "the snapshot's state"
         if dev.partial_trace:
-            where = "the source's end (a filtered export is not replayed)"
+            where = SOURCE_END
         self._say(message or f"{where} · {format_bytes(result.allocated)} allocated · "
                              f"{format_bytes(result.cached_free)} cached free · , . < > P move")
 

@@ -29,6 +29,7 @@ from textual.strip import Strip
 from memtui.model import actions as act
 from memtui.model import metadata
 from memtui.model.lifetimes import NONE
+from memtui.model.snapshot import SOURCE_END
 from memtui.replay import AllocatorState
 from memtui.state_figures import SegmentPools, count_blocks, pool_free, request_pool, segment_pools
 from memtui.tui.messages import Latest
@@ -204,7 +205,7 @@ class SegmentMap(ScrollView, can_focus=True):
         short_at = f"@{shown:,}" if state.index >= 0 else "@start"
         if dev is not None and dev.partial_trace:
             # A filtered export cannot be replayed: the map is the source's state at its end.
-            at, short_at = "at the source's end (a filtered export is not replayed)", "@end (filtered)"
+            at, short_at = f"at {SOURCE_END}", "@end (filtered)"
         choices = [f"Segments {at}: {counts.text()}{mode}", f"{short_at}: {counts.text()}{mode}",
                    f"{short_at}: {counts.text(short=True)}{mode}"]
         width = self.size.width - 4 if width is None else width
