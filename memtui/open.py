@@ -19,8 +19,9 @@ from typing import Protocol
 
 import numpy as np
 
-from memtui.load import ProgressFn, inspect_source, read_snapshot
+from memtui.load import ProgressFn, SourceInfo, inspect_source, read_snapshot
 from memtui.load.fast import FastFallback, Scanned, scan_snapshot
+from memtui.load.fast import available as fast_available
 from memtui.load.normalize import normalize
 from memtui.load.shape import check_start
 from memtui.load.stream import StreamFallback, stream_snapshot
@@ -63,8 +64,16 @@ def open_snapshot(
             if progress is not None:
                 progress("indexing", 1, 1)
             return found
-    check_start(inspect_source(path))  # a file that is no snapshot is refused before anything big is built
-    snapshot = _open_decoded(path, progress) if streaming else None
+    info = inspect_source(path)
+    # A file that is no snapshot is refused before anything big is built. The compiled
+    # scanner over an uncompressed file builds nothing before it has seen what the shape
+    # check looks for (it hands over a file whose top is not a dict, a frame longer than
+    # picklers write, an entry repeated by reference): for it the check waits until the
+    # scanner hands the file over, and runs only then, before the decoders that would build it.
+    scanner_first = streaming and info.compression is None and fast_available()
+    if not scanner_first:
+        check_start(info)
+    snapshot = _open_decoded(path, progress, info, checked=not scanner_first) if streaming else None
     if snapshot is None:
         snapshot = open_plain(path, progress)
     if cache is not None:
@@ -91,11 +100,15 @@ NOTICE_FROM_BYTES = 64 << 20
 UNKNOWN_FIELD = "a trace entry key the fast path does not read"  # the scanner's reason (src/memtui_native)
 
 
-def _open_decoded(path: str | os.PathLike, progress: ProgressFn | None) -> Snapshot | None:
-    """The fast path, else the streaming decoder; None when the file needs the plain path."""
+def _open_decoded(path: str | os.PathLike, progress: ProgressFn | None, info: SourceInfo,
+                  checked: bool) -> Snapshot | None:
+    """The fast path, else the streaming decoder; None when the file needs the plain path.
+    ``checked``: the shape check was made (else it is made before the streaming decoder)."""
     snapshot, why = _fast(path, progress)
     if snapshot is not None:
         return snapshot
+    if not checked:
+        check_start(info)
     if why is not None and why.refused:  # it names code: the plain path refuses it by name
         return None
     snapshot = open_streaming(path, progress)

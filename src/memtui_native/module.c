@@ -77,6 +77,9 @@ static PyMethodDef module_methods[] = {
     {"walk_opcodes", native_walk_opcodes, METH_VARARGS,
      "walk_opcodes(data, pos, base, limit, per_item) -> (status, pos, a, b, containers): the opcode check of "
      "memtui/load/opcode_check.py"},
+    {"traces_reached", native_traces_reached, METH_VARARGS,
+     "traces_reached(root, traces) -> 0, or 1 where a trace's placeholder and 2 where the root or the list of "
+     "traces is reached from the root but through its 'device_traces' (memtui/load/fast's _check_detached)"},
     {"lifetimes", native_lifetimes, METH_VARARGS,
      "lifetimes(action, addr, size, start_codes, request_codes, end_codes, threads=1) -> the arrays of "
      "memtui.model.lifetimes.compute_lifetimes, as buffers"},
@@ -105,7 +108,8 @@ PyMODINIT_FUNC PyInit__native(void)
         NULL, NULL);
     if (!Unsupported || PyModule_AddObject(m, "Unsupported", Unsupported) < 0 ||
         PyModule_AddObject(m, "Scanner", Py_NewRef((PyObject *)&ScannerType)) < 0 ||
-        PyModule_AddObject(m, "Buffer", Py_NewRef((PyObject *)&BufferType)) < 0) {
+        PyModule_AddObject(m, "Buffer", Py_NewRef((PyObject *)&BufferType)) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_FRAME", (long)MAX_FRAME) < 0) {
         Py_DECREF(m);
         return NULL;
     }

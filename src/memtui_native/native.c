@@ -8,4 +8,5 @@
 #include "allocator.c"
 #include "opcodes.c"
 #include "checksum.c"
+#include "reach.c"
 #include "module.c"

@@ -14,6 +14,9 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The longest FRAME a file may declare: memtui/load/shape.py's MAX_FRAME (a test holds them equal). */
+#define MAX_FRAME ((uint64_t)64 << 20)
+
 /* ---- results of the parsing functions ------------------------------------------------ */
 enum { ST_OK = 0, ST_MORE = 1, ST_FAIL = 2, ST_ERROR = 3 };
 /* ST_MORE: the buffer ends inside the item (feed more and try again from its start);

@@ -514,6 +514,12 @@ static int step(Scanner *s, Cur *c)
     const uint8_t *p = c->p;
     Item *t;
     Py_ssize_t mark;
+    /* The rule of memtui/load/shape.py for the top-level object, stricter: a snapshot is a
+     * dict (torch < 2.1 wrote a list of segments, which finish() would refuse anyway). Refused
+     * before it is built, as a list of a billion integers would be: the shape check runs only
+     * when this scanner hands the file over (memtui/open.py). */
+    if (s->stack.n == 0 && op != OP_PROTO && op != OP_EMPTY_DICT)
+        return scan_fail(s, p, "the pickle does not start with a dict");
     if (is_container_op(op) && ++s->containers > CONTAINER_FLOOR &&
         s->containers * BYTES_PER_CONTAINER > s->offset + (p - s->base))
         return scan_fail(s, p, "a file packed with containers");

@@ -209,7 +209,9 @@ static inline int next_op(Scanner *s, Cur *c, uint8_t *op)
         if (*c->p != OP_FRAME) { *op = *c->p; return ST_OK; }
         if (!NEED(c, 9)) return SHORT(s, c);
         uint64_t length = le64(c->p + 1);
-        if (length > ((uint64_t)1 << 62)) return scan_fail(s, c->p, "a frame longer than any file");
+        /* memtui/load/shape.py's MAX_FRAME: picklers write frames of about 64 KiB, and the
+         * shape check, which runs only when this scanner hands a file over, refuses longer ones */
+        if (length > MAX_FRAME) return scan_fail(s, c->p, "a frame longer than picklers write");
         int64_t end = s->offset + (c->p - s->base) + 9 + (int64_t)length;
         if (end > s->max_frame_end) s->max_frame_end = end;
         c->p += 9;

@@ -141,12 +141,12 @@ def test_a_bomb_that_starts_like_a_snapshot_is_refused_by_the_first_reader(tmp_p
         open_snapshot(path, cache=None)
 
 
-@pytest.mark.parametrize("name", ["xz list", "xz snapshot", "sparse zeros", "batched list"])
-def test_a_bomb_is_refused_before_any_decoder_reads(bombs, tmp_path, name, monkeypatch):
+@pytest.mark.parametrize("name", ["xz list", "xz snapshot", "batched list"])
+def test_a_compressed_bomb_is_refused_before_any_decoder_reads(bombs, tmp_path, name, monkeypatch):
     # The compiled scanner builds what lies outside the traces as the unpickler would: a
     # list of integers appended in batches of a thousand (which never fills its stack) took
     # it 1.5 s and 400 MB at 128 MiB inflated, where the shape check refuses it in 3 ms. So
-    # no decoder, the scanner included, reads a file the shape check refuses.
+    # no decoder, the scanner included, reads a compressed file the shape check refuses.
     import lzma
 
     import memtui.open as opening
@@ -166,3 +166,57 @@ def test_a_bomb_is_refused_before_any_decoder_reads(bombs, tmp_path, name, monke
     monkeypatch.setattr(opening, "stream_snapshot", never)
     with pytest.raises(SnapshotError, match=expected.replace("(", r"\(").replace(")", r"\)")):
         open_snapshot(bomb, cache=None)
+
+
+@pytest.mark.parametrize("name", ["sparse zeros", "list", "batched list", "snapshot"])
+def test_an_uncompressed_bomb_is_handed_over_by_the_scanner_at_its_start(bombs, tmp_path, name, monkeypatch):
+    # Over an uncompressed file the compiled scanner reads first, and the shape check runs
+    # only when it hands the file over (memtui/open.py): it must hand over what the check
+    # refuses within the bytes the check reads, before building anything, and no other
+    # decoder may read the file.
+    import memtui.open as opening
+    from memtui.load.fast import FastFallback, available
+    from memtui.load.shape import WINDOW
+
+    if not available():
+        pytest.skip("the compiled scanner is not built")
+    if name == "sparse zeros":
+        bomb, expected = bombs[name], EXPECTED[name]
+    elif name == "snapshot":
+        head, piece, tail = snapshot_parts(1 << 20)
+        bomb, expected = tmp_path / "snapshot.pickle", EXPECTED["xz snapshot"]
+        bomb.write_bytes(head + piece * 8 + tail)
+    else:
+        batch = b"(" + b"K\x00" * 1000 + b"e" if name == "batched list" else b"K\x00"
+        bomb, expected = tmp_path / "list.pickle", EXPECTED["xz list"]
+        count = 1_000 if name == "batched list" else 1_000_000  # 2 MB, past what the check reads
+        bomb.write_bytes(b"\x80\x04]\x94" + batch * count + (b"." if name == "batched list" else b"a."))
+    handed_over: list[FastFallback] = []
+    scan = opening.scan_snapshot
+
+    def scan_watched(*args, **kwargs):
+        try:
+            return scan(*args, **kwargs)
+        except FastFallback as exc:
+            handed_over.append(exc)
+            raise
+
+    def never(*args, **kwargs):
+        raise AssertionError("a decoder read a file the shape check refuses")
+
+    monkeypatch.setattr(opening, "scan_snapshot", scan_watched)
+    monkeypatch.setattr(opening, "stream_snapshot", never)
+    with pytest.raises(SnapshotError, match=expected.replace("(", r"\(").replace(")", r"\)")):
+        open_snapshot(bomb, cache=None)
+    assert len(handed_over) == 1, "the scanner did not read the file first"
+    at = int(str(handed_over[0]).rsplit("at byte ", 1)[1].rstrip(")").replace(",", ""))
+    assert at < WINDOW, (str(handed_over[0]), at)
+
+
+def test_the_scanner_and_the_shape_check_allow_the_same_longest_frame():
+    from memtui.load import shape
+    from memtui.load.fast import _native
+
+    if _native is None:
+        pytest.skip("the compiled scanner is not built")
+    assert _native.MAX_FRAME == shape.MAX_FRAME

@@ -685,3 +685,8 @@ def test_the_traces_referred_to_outside_their_list_are_found_however_deep():
     keyed["allocator_settings"] = {(1, capsule): 2}  # a key that leads further
     with pytest.raises(FastFallback, match="device trace"):
         _check_detached(keyed)
+    deep: list = [capsule]
+    for _ in range(200_000):  # deeper than any recursion could go
+        deep = [deep, "x"]
+    with pytest.raises(FastFallback, match="device trace"):
+        _check_detached(root_with(deep))

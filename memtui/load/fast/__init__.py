@@ -172,36 +172,17 @@ def _feed_all(scanner, info, relay) -> int:
             raise FastFallback(f"{type(exc).__name__}: {str(exc)[:200]}") from None
 
 
-_LEAVES = frozenset({str, int, float, bool, bytes, type(None)})  # nothing is reached through these
-
-
 def _check_detached(root: dict) -> None:
     """Refuse (fall back) when anything but the root's own ``device_traces`` reaches the
     list of traces or a trace: such a reference would show the scanner's placeholders
     where the reference decoder shows the traces (a memo reference to the root dict, say,
-    from inside a segment). Iterative: a file can nest values arbitrarily deep."""
-    traces = root.get("device_traces")
-    seen = {id(root), id(traces)}
-    todo = [value for key, value in root.items() if key != "device_traces"]
-    while todo:
-        obj = todo.pop()
-        kind = type(obj)
-        if kind is not dict and kind is not list and kind is not tuple:
-            if kind.__name__ == "PyCapsule":
-                raise FastFallback("a device trace is referred to outside the list of traces")
-            continue
-        if obj is root or obj is traces:
-            raise FastFallback("the list of device traces is referred to outside the root")
-        if id(obj) in seen:
-            continue
-        seen.add(id(obj))
-        # Only what can lead further is walked: the thousands of annotation dicts hold
-        # strings and numbers alone, told by their types in one pass each.
-        children = obj.values() if kind is dict else obj
-        if not _LEAVES.issuperset(map(type, children)):
-            todo.extend(children)
-        if kind is dict and not _LEAVES.issuperset(map(type, obj.keys())):
-            todo.extend(obj.keys())
+    from inside a segment). Compiled (src/memtui_native/reach.c): a file can nest values
+    arbitrarily deep, and the walk visits every annotation of every open."""
+    reached = _native.traces_reached(root, root.get("device_traces"))
+    if reached == 1:
+        raise FastFallback("a device trace is referred to outside the list of traces")
+    if reached == 2:
+        raise FastFallback("the list of device traces is referred to outside the root")
 
 
 def _scanned(result: dict) -> Scanned:
