@@ -44,8 +44,10 @@ if cache_dir == "-":
     from memtui.load.source import inspect_source
     from memtui.load.fast import scan_snapshot
     from memtui.open import _model_from_scan
-    check_start(inspect_source(path))
-    mark("shape check")
+    info = inspect_source(path)
+    if info.compression is not None:  # an uncompressed file is checked only if the scanner hands it over
+        check_start(info)
+        mark("shape check")
     scanned = scan_snapshot(path)
     total = time.time() - begun
     steps = {"scan: in order (the first entries; on one core, all)": "prefix_s",
