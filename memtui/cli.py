@@ -64,6 +64,10 @@ class FrontEnds:
         started = EarlyLoad(path, device, self.cache)  # opening while Textual is imported and the app starts
         from memtui.tui.app import run_app
 
+        failed = started.failed_already()
+        if failed is not None:  # said without starting the app: no terminal codes around the line
+            print(f"memtui: {failed[0]}", file=sys.stderr)
+            return failed[1]
         try:
             return run_app(path, device=device, cache=self.cache, export_place=export_place or ANYWHERE,
                            started=started)

@@ -19,10 +19,21 @@ import threading
 from collections.abc import Callable
 
 from memtui.cache import ModelCache
+from memtui.errors import MemtuiError
 from memtui.load import ProgressFn
 from memtui.model import Snapshot
 from memtui.tui.views.device_view import DeviceView
 from memtui.tui.views.first_view import open_first_view
+
+
+def failure_line(exc: BaseException, file: str) -> tuple[str, int]:
+    """What an open that failed with ``exc`` says in one line, and the exit status: the same
+    whether the failure came before the app started or while the loading screen showed."""
+    if isinstance(exc, MemtuiError):
+        return exc.message, exc.exit_code
+    if isinstance(exc, MemoryError):
+        return "out of memory while loading the snapshot", 2
+    return f"{file}: cannot be opened ({type(exc).__name__}: {exc})", 2  # a bug, but one line
 
 
 class _Abandoned(Exception):
@@ -69,6 +80,17 @@ class EarlyLoad:
             self._error = RuntimeError(f"the open ended on {type(exc).__name__}")
         finally:
             self._done.set()
+
+    def failed_already(self) -> tuple[str, int] | None:
+        """The line and exit status of an open that has already failed (a missing device, a
+        file refused from its start: usually before Textual is imported), else None. Said
+        before the app starts, a failure is the one line alone, with no terminal codes
+        around it where stderr is a file."""
+        if not self._done.is_set() or self._error is None:
+            return None
+        if self._cache is not None:
+            self._cache.release_writes()
+        return failure_line(self._error, os.path.basename(os.fspath(self.path)))
 
     def abandon(self) -> None:
         """The app ended without taking the result: the open stops at its next step (and so

@@ -138,3 +138,32 @@ def test_the_early_opens_error_is_raised_where_it_is_taken(tmp_path):
         assert "\n" not in exc.message
     else:
         raise AssertionError("an empty file was opened")
+
+
+def test_an_open_that_failed_before_the_app_started_is_its_one_line_and_no_app(tmp_path, monkeypatch, capsys):
+    # A refused file, a device the snapshot lacks: the open fails in milliseconds, while
+    # Textual is imported. Said before the app starts, stderr holds the line alone, with no
+    # terminal codes around it (they went to a file where stderr was one).
+    import memtui.tui.app as app_module
+    import memtui.tui.early_load as early_load
+    from memtui.cli import main
+
+    class Settled(EarlyLoad):  # the open ended before Textual was imported, as it does
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self._done.wait(10)
+
+    def no_app(*args, **kwargs):
+        raise AssertionError("the app started for an open that had failed")
+
+    monkeypatch.setattr(early_load, "EarlyLoad", Settled)
+    monkeypatch.setattr(app_module, "run_app", no_app)
+    broken = tmp_path / "broken.pickle"
+    broken.write_bytes(b"\x80\x04not a snapshot")
+    good = write_tiny_snapshot(tmp_path)
+    cache = str(tmp_path / "cache")
+    for argv, says in (([str(broken)], "broken.pickle: "), ([str(good), "--device", "7"], "no device 7")):
+        capsys.readouterr()
+        assert main(["--cache-dir", cache, *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("memtui: ") and says in err and err.count("\n") == 1 and "\x1b" not in err, err

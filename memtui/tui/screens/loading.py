@@ -20,8 +20,7 @@ from textual.widgets import Label, ProgressBar
 from textual.worker import get_current_worker
 
 from memtui.cache import ModelCache
-from memtui.errors import MemtuiError
-from memtui.tui.early_load import EarlyLoad
+from memtui.tui.early_load import EarlyLoad, failure_line
 from memtui.tui.messages import LoadFailed, LoadFinished, LoadProgress
 from memtui.tui.views.first_view import Loader, open_first_view
 from memtui.units import format_bytes
@@ -110,14 +109,8 @@ class LoadingScreen(Screen):
             snapshot, view = opened
         except _LoadCancelled:
             return
-        except MemtuiError as exc:
-            self.post_message(LoadFailed(exc.message, exc.exit_code))
-            return
-        except MemoryError:
-            self.post_message(LoadFailed("out of memory while loading the snapshot", 2))
-            return
-        except Exception as exc:  # a bug, but the user still gets one line, not a traceback
-            self.post_message(LoadFailed(f"{self._file}: cannot be opened ({type(exc).__name__}: {exc})", 2))
+        except Exception as exc:  # MemoryError among them: one line, never a traceback
+            self.post_message(LoadFailed(*failure_line(exc, self._file)))
             return
         self.post_message(LoadFinished(snapshot, view))
 
