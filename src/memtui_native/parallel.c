@@ -423,6 +423,7 @@ static int worker_setup(Worker *w)
 {
     Scanner *s = &w->s, *p = w->parent;
     s->worker = 1;
+    s->stream_size = p->stream_size;
     Py_ssize_t chunks = (Py_ssize_t)(((int64_t)1 << 32) >> MEMO_CHUNK_BITS);
     s->memo = calloc((size_t)chunks, sizeof(uint32_t *));
     if (!s->memo) return -1;
@@ -975,6 +976,7 @@ static PyObject *Scanner_scan_file(Scanner *s, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "scan_file reads a whole file with a fresh scanner");
         return NULL;
     }
+    s->stream_size = size;
     Progress pr = {progress, size, 0};
     Reader r;
     if (reader_open(&r, fd, 0, size) < 0) return PyErr_NoMemory();

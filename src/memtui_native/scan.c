@@ -473,8 +473,20 @@ static int memo_put_top(Scanner *s, const uint8_t *at, int64_t index)
     return memo_set(s, at, index, slot);
 }
 
+/* Whether obj is the object at the bottom of the stack: the snapshot's top-level dict. */
+static int is_bottom(Scanner *s, PyObject *obj)
+{
+    return s->stack.n > 0 && VEC_AT(&s->stack, Item, 0).kind == I_OBJ && VEC_AT(&s->stack, Item, 0).obj == obj;
+}
+
 static int push_memo(Scanner *s, const uint8_t *at, int64_t index)
 {
+    /* The shape check's rules (memtui/load/shape.py), which runs only when this scanner hands a
+     * file over: a trace holds entries written afresh, never a reference (two bytes a row,
+     * even dropped again), and nothing refers to the top-level dict (a duplicate of it would
+     * make lists of references the traces' place, built without bound). */
+    int32_t trace;
+    if (in_trace(s, &trace)) return scan_fail(s, at, "a memo reference among the device traces");
     uint32_t slot = 0;
     int r = memo_get(s, at, index, &slot);
     if (r) return r;
@@ -482,6 +494,7 @@ static int push_memo(Scanner *s, const uint8_t *at, int64_t index)
     switch (SLOT_KIND(slot)) {
     case SK_OBJ: {
         PyObject *obj = VEC_AT(&s->objs, PyObject *, v);
+        if (is_bottom(s, obj)) return scan_fail(s, at, "a reference to the top-level dict");
         return push_obj(s, Py_NewRef(obj));
     }
     case SK_STR: return push_obj(s, Py_NewRef(VEC_AT(&s->strings.recs, StrRec, v).obj));
@@ -559,7 +572,8 @@ static int step(Scanner *s, Cur *c)
         return ST_OK;
     case OP_DUP:
         t = top(s, 0);
-        if (!t || t->kind != I_OBJ || t->obj == s->dtlist) return scan_fail(s, p, "DUP of something other than data");
+        if (!t || t->kind != I_OBJ || t->obj == s->dtlist || is_bottom(s, t->obj))
+            return scan_fail(s, p, "DUP of something other than data");
         c->p += 1;
         return push_obj(s, Py_NewRef(t->obj));
     case OP_NONE: c->p += 1; return push_obj(s, Py_NewRef(Py_None));

@@ -127,6 +127,7 @@ typedef struct {
     const uint8_t *base;      /* start of the buffer being fed */
     int64_t offset;           /* stream offset of base */
     int64_t max_frame_end;    /* every FRAME's end, which the stream must reach */
+    int64_t stream_size;      /* the stream's length where known before reading (a file), else 0 */
     int32_t empty_str;        /* id of "" */
     struct {                  /* short strings seen lately (torch writes 'N/A' afresh each entry) */
         uint8_t length;
@@ -213,6 +214,8 @@ static inline int next_op(Scanner *s, Cur *c, uint8_t *op)
          * shape check, which runs only when this scanner hands a file over, refuses longer ones */
         if (length > MAX_FRAME) return scan_fail(s, c->p, "a frame longer than picklers write");
         int64_t end = s->offset + (c->p - s->base) + 9 + (int64_t)length;
+        /* refused at once, before the rest is built: finish() would only find it at the end */
+        if (s->stream_size > 0 && end > s->stream_size) return scan_fail(s, c->p, "a frame runs past the end of the file");
         if (end > s->max_frame_end) s->max_frame_end = end;
         c->p += 9;
     }

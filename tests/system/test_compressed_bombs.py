@@ -168,29 +168,59 @@ def test_a_compressed_bomb_is_refused_before_any_decoder_reads(bombs, tmp_path, 
         open_snapshot(bomb, cache=None)
 
 
-@pytest.mark.parametrize("name", ["sparse zeros", "list", "batched list", "snapshot"])
+def _uncompressed_bomb(name: str, folder) -> bytes:
+    """The bytes of an uncompressed file the shape check refuses, each past what it reads."""
+    import struct
+
+    head, piece, tail = snapshot_parts(1 << 20)
+    in_trace = head.index(b"]\x94]\x94") + 4  # where the one trace's entries start
+    batch = b"(" + b"K\x00" * 1000 + b"e"
+    if name == "list":
+        return b"\x80\x04]\x94" + b"K\x00" * 1_000_000 + b"a."  # 2 MB
+    if name == "batched list":
+        return b"\x80\x04]\x94" + batch * 1_000 + b"."
+    if name == "snapshot":  # the trace's one entry repeated by its memo slot
+        return head + piece * 8 + tail
+    if name == "dropped reference":  # the top dict pushed into the trace by reference, then popped
+        return head[:in_trace] + b"h\x000" + head[in_trace:] + tail
+    if name == "batch of references":  # a batch of references to the top dict in the trace
+        return head[:in_trace] + b"(" + b"h\x00" * 1_000_000 + b"e" + head[in_trace:] + tail
+    if name == "duplicated top":  # a duplicate of the top dict, its 'device_traces' lists of references
+        return (b"\x80\x04}\x94" b"2" b"\x8c\x0ddevice_traces" b"]]" + (b"(" + b"h\x00" * 1000 + b"e") * 1_000
+                + b"as0.")
+    if name == "frame past the end":  # a frame of 64 MiB in a file of 2 MB, strings built inside it
+        body = b"}\x8c\x01k]" + (b"(" + b"\x8c\x02ab" * 1000 + b"e") * 400 + b"s."
+        return b"\x80\x04\x95" + struct.pack("<Q", 64 << 20) + body
+    if name == "one long frame":  # a snapshot otherwise good, in one frame longer than picklers write
+        body = pickle.dumps(variants.modern(padding=b"\x00" * (65 << 20)), protocol=3)[2:]
+        return b"\x80\x04\x95" + struct.pack("<Q", len(body)) + body
+    raise AssertionError(name)
+
+
+UNCOMPRESSED = ["sparse zeros", "list", "batched list", "snapshot", "dropped reference", "batch of references",
+                "duplicated top", "frame past the end", "one long frame"]
+
+
+@pytest.mark.parametrize("name", UNCOMPRESSED)
 def test_an_uncompressed_bomb_is_handed_over_by_the_scanner_at_its_start(bombs, tmp_path, name, monkeypatch):
     # Over an uncompressed file the compiled scanner reads first, and the shape check runs
     # only when it hands the file over (memtui/open.py): it must hand over what the check
-    # refuses within the bytes the check reads, before building anything, and no other
-    # decoder may read the file.
+    # refuses within the bytes the check reads, before building anything, no other decoder
+    # may read the file, and the refusal is the check's own.
     import memtui.open as opening
     from memtui.load.fast import FastFallback, available
-    from memtui.load.shape import WINDOW
+    from memtui.load.shape import WINDOW, check_start
+    from memtui.load.source import inspect_source
 
     if not available():
         pytest.skip("the compiled scanner is not built")
     if name == "sparse zeros":
-        bomb, expected = bombs[name], EXPECTED[name]
-    elif name == "snapshot":
-        head, piece, tail = snapshot_parts(1 << 20)
-        bomb, expected = tmp_path / "snapshot.pickle", EXPECTED["xz snapshot"]
-        bomb.write_bytes(head + piece * 8 + tail)
+        bomb = bombs[name]
     else:
-        batch = b"(" + b"K\x00" * 1000 + b"e" if name == "batched list" else b"K\x00"
-        bomb, expected = tmp_path / "list.pickle", EXPECTED["xz list"]
-        count = 1_000 if name == "batched list" else 1_000_000  # 2 MB, past what the check reads
-        bomb.write_bytes(b"\x80\x04]\x94" + batch * count + (b"." if name == "batched list" else b"a."))
+        bomb = tmp_path / "bomb.pickle"
+        bomb.write_bytes(_uncompressed_bomb(name, tmp_path))
+    with pytest.raises(SnapshotError) as by_the_check:
+        check_start(inspect_source(bomb))
     handed_over: list[FastFallback] = []
     scan = opening.scan_snapshot
 
@@ -206,11 +236,33 @@ def test_an_uncompressed_bomb_is_handed_over_by_the_scanner_at_its_start(bombs, 
 
     monkeypatch.setattr(opening, "scan_snapshot", scan_watched)
     monkeypatch.setattr(opening, "stream_snapshot", never)
-    with pytest.raises(SnapshotError, match=expected.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(SnapshotError) as refused:
         open_snapshot(bomb, cache=None)
+    assert str(refused.value) == str(by_the_check.value)
     assert len(handed_over) == 1, "the scanner did not read the file first"
     at = int(str(handed_over[0]).rsplit("at byte ", 1)[1].rstrip(")").replace(",", ""))
     assert at < WINDOW, (str(handed_over[0]), at)
+
+
+@pytest.mark.parametrize("name", [n for n in UNCOMPRESSED if n != "sparse zeros"])
+def test_every_reader_refuses_an_uncompressed_bomb_alike(tmp_path, name, monkeypatch):
+    # The scanner first, the plain path, the loader alone (export, live replay) and a build
+    # without the scanner: one answer, the shape check's, whichever reads the file.
+    import memtui.load.fast as fast
+
+    bomb = tmp_path / "bomb.pickle"
+    bomb.write_bytes(_uncompressed_bomb(name, tmp_path))
+    said = set()
+    for read in (lambda: open_snapshot(bomb, cache=None), lambda: open_snapshot(bomb, cache=None, streaming=False),
+                 lambda: read_snapshot(bomb)):
+        with pytest.raises(SnapshotError) as refused:
+            read()
+        said.add(str(refused.value))
+    monkeypatch.setattr(fast, "enabled", False)
+    with pytest.raises(SnapshotError) as refused:
+        open_snapshot(bomb, cache=None)
+    said.add(str(refused.value))
+    assert len(said) == 1, said
 
 
 def test_the_scanner_and_the_shape_check_allow_the_same_longest_frame():
