@@ -347,10 +347,11 @@ def derive_limit(dev: DeviceModel, requests: Requests, cap: int | None) -> Limit
                  " free; memory outside this allocator is taken as constant")
 
 
-def _rank(s: Scenario) -> tuple[bool, bool, float, int, bool]:
+def _rank(s: Scenario) -> tuple[bool, bool, float, int, int, bool]:
     runs_out = s.oom_event is not None and s.passes_recorded_oom is not True
     smallest = s.min_cap_bytes if s.min_cap_bytes is not None else math.inf
-    return (runs_out, s.stopped_at is not None, smallest, s.reserved_peak, not s.recorded)
+    later = -s.oom_event if runs_out and s.oom_event is not None else 0  # of two that run out, the later first
+    return (runs_out, s.stopped_at is not None, smallest, later, s.reserved_peak, not s.recorded)
 
 
 def advice(w: WhatIf) -> str:
@@ -365,12 +366,12 @@ def advice(w: WhatIf) -> str:
         unsure = "" if w.fidelity.exact else " (not certain: the replay does not reproduce the recording exactly)"
     # Under the limit of a recorded OOM, a setting that still runs out at the same place and needs no
     # smaller limit changes nothing the user can act on: its peak only says where the limit stopped it.
-    same_outcome = base is not None and _rank(best)[:3] == _rank(base)[:3]
+    same_outcome = base is not None and _rank(best)[:4] == _rank(base)[:4]
     fits = f"; the recording fits in {format_size(base.min_cap_bytes)}" \
         if base is not None and base.min_cap_bytes is not None else ""
     no_better = (f"no setting tried does better than the recorded one ({w.recorded_settings or 'default'}) under the"
                  f" same limit{fits}{unsure}")
-    if base is None or best is base or (_rank(best)[:4] == _rank(base)[:4]) or \
+    if base is None or best is base or (_rank(best)[:5] == _rank(base)[:5]) or \
             (w.recorded_oom is not None and same_outcome):
         return no_better
     peak = fits = outcome = ""
@@ -388,6 +389,12 @@ def advice(w: WhatIf) -> str:
                        f" {w.recorded_oom:,}")
         else:
             same_end = True
+    elif base.oom_event is not None:  # none recorded, yet under this limit (a --cap) the recorded setting runs out
+        if best.oom_event is None:
+            outcome = ("it does not run out under this limit, where the recorded setting does at event"
+                       f" {base.oom_event:,}")
+        elif best.oom_event > base.oom_event:
+            outcome = f"it runs out later under this limit, at event {best.oom_event:,} instead of {base.oom_event:,}"
     if best.min_cap_bytes is not None and base.min_cap_bytes is not None and \
             format_size(best.min_cap_bytes) != format_size(base.min_cap_bytes):
         fits = f"fits in {format_size(best.min_cap_bytes)} instead of {format_size(base.min_cap_bytes)}"

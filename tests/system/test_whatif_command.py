@@ -65,10 +65,10 @@ def _scenario(settings: str, peak: int, oom_event: int | None, cap: int | None, 
                     recorded=recorded)
 
 
-def _advice(best, base) -> str:
+def _advice(best, base, recorded_oom: int | None = 710) -> str:
     from memtui.analysis.whatif import Fidelity, Limit, WhatIf, advice
 
-    return advice(WhatIf(0, "default", base.reserved_peak, 710, Limit(1 << 30, True, "process cap"),
+    return advice(WhatIf(0, "default", base.reserved_peak, recorded_oom, Limit(1 << 30, True, "process cap"),
                          Fidelity(True, True, 10, 10), [best, base]))
 
 
@@ -93,3 +93,20 @@ def test_a_smallest_fit_that_reads_the_same_is_no_advice():
     line = _advice(_scenario("expandable_segments:True", int(5.5 * gib), 710, int(5.5 * gib)),
                    _scenario("default", int(5.5 * gib), 710, int(5.5 * gib) + (2 << 20), recorded=True))
     assert line.startswith("no setting tried does better"), line
+
+
+def test_with_no_recorded_oom_a_setting_that_stays_within_the_cap_is_advised():
+    # No OOM recorded, a --cap under which the recorded setting runs out: a setting that does
+    # not, or does later, is the advice, even with peaks that read the same and no smallest fit.
+    gib = 1 << 30
+    ran_out = _scenario("default", int(5.5 * gib), 900, None, recorded=True)
+    ran_out.passes_recorded_oom = None
+    best = _scenario("expandable_segments:True", int(5.5 * gib), None, None)
+    best.passes_recorded_oom = None
+    line = _advice(best, ran_out, recorded_oom=None)
+    assert line == ("expandable_segments:True: it does not run out under this limit, where the recorded setting"
+                    " does at event 900"), line
+    later = _scenario("expandable_segments:True", int(5.5 * gib), 1200, None)
+    later.passes_recorded_oom = None
+    line = _advice(later, ran_out, recorded_oom=None)
+    assert line == ("expandable_segments:True: it runs out later under this limit, at event 1,200 instead of 900"), line
