@@ -3,6 +3,7 @@ freed and the bursts of frees."""
 
 from __future__ import annotations
 
+from memtui.analysis.bursts import CYCLE as CYCLE_CAUSE
 from memtui.analysis.cycles import CANNOT_TELL, CYCLES, Burst, CycleReport
 from memtui.report.sections import Column, Evidence, Lines, Notes, Place, Report, Table
 from memtui.units import format_bytes, plural
@@ -55,10 +56,10 @@ def burst_table(key: str, report: CycleReport, bursts: list[Burst], last_column:
     """A row per burst, from its first free; ``last``: how it was freed and where."""
     columns = (Column("event", "event"), Column("time", "seconds"), Column("bytes", "bytes", "freed"),
                Column("lives", "count"), Column("before", "bytes", "peak before"), Column("after", "bytes"),
-               Column("order", "text"), Column("collected_at", "text", "collected at"),
-               Column("last", "text", last_column))
+               Column("order", "text"), Column("collected_at", "text", "collected at"), Column("cause", "text"),
+               Column("confidence", "text"), Column("last", "text", last_column))
     rows = [(b.index, report.seconds_into_trace(b), b.bytes, b.lives, b.allocated_before, b.allocated_after, b.order,
-             b.collected_at, f"{b.order}, {b.collected_at}" if b.cause == "cycle"
+             b.collected_at, b.cause, b.confidence, f"{b.order}, {b.collected_at}" if b.cause == CYCLE_CAUSE
              else f"{b.cause} ({b.confidence}), {b.collected_at}") for b in bursts]
     heading = (f"{'event':>9} {'time':>10} {'freed':>11} {'lives':>6} {'peak before':>12} {'after':>11}"
                f"  {last_column}")

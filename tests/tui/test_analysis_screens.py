@@ -105,6 +105,25 @@ async def test_cycles_burst_row_and_palette():
         assert main.event_log.cursor_event == screen.result.bursts[0].index
 
 
+async def test_cycles_lists_the_bursts_with_another_cause_the_command_lists():
+    """No burst is the collector's here: the table holds every one the command lists, with its
+    cause, and Enter on one goes to its first free."""
+    app = app_for("leak_loss_history")
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_analysis(app, pilot, "C")
+        result = screen.result
+        assert result.verdict == "no cycles" and not result.sites and not result.bursts
+        assert len(result.other_bursts) == 20
+        table = screen.query_one("#analysis-table")
+        assert table.row_count == len(result.other_bursts)
+        assert [str(table.get_row_at(r)[0]) for r in range(table.row_count)] == \
+            [f"{b.index:,}" for b in result.other_bursts]
+        assert all(f"({b.cause}, {b.confidence})" in screen.rows[r][-1].full
+                   for r, b in enumerate(result.other_bursts))
+        main = await choose_row(app, pilot, 3)
+        assert main.event_log.cursor_event == result.other_bursts[3].index
+
+
 async def test_diff_and_ranks_screens_open():
     app = app_for("train_linear_adam")
     async with app.run_test(size=SIZE) as pilot:

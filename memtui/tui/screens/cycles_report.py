@@ -1,7 +1,8 @@
-"""Cycles: bursts of frees that only the garbage collector explains."""
+"""Cycles: the call sites the garbage collector freed, and every burst of frees with its cause."""
 
 from __future__ import annotations
 
+from memtui.analysis.bursts import CYCLE
 from memtui.analysis.cycles import CycleReport
 from memtui.report.cycles import cycles_report
 from memtui.services.cycles import CyclesOptions, cycles
@@ -13,7 +14,7 @@ from memtui.tui.views.locations import Location, table_location
 
 class CyclesReportScreen(AnalysisScreen):
     TITLE_TEXT = "Reference cycles"
-    COLUMNS = ("event", "time", "freed", "lives", "peak before", "call site, or where the collector ran")
+    COLUMNS = ("event", "time", "freed", "lives", "peak before", "call site, or where a burst freed (how)")
     HINT = "Enter on a burst: go to its first free · on a call site: its allocations, filtered · Esc: close"
 
     def __init__(self, view: DeviceView, depth: int = 1) -> None:
@@ -32,18 +33,23 @@ class CyclesReportScreen(AnalysisScreen):
         for (_, *cells), place in zip(table_cells(sites, (None, None, "bytes", "lives", None, "site")),
                                       sites.values("site")):
             rows.append((("site", *cells), site_jump(snapshot, dev, place.label, self.depth)))
-        bursts = report.table("bursts")
-        for cells, burst in zip(table_cells(bursts, ("event", "time", "bytes", "lives", "before")), bursts.records()):
-            rows.append(((*cells, self._collected_at(burst)), event_jump(burst["event"])))
-        # The table lists the call sites and what the collector freed; bursts with another cause stay in the CLI.
+        # Every burst the report's tables hold: what the collector freed, then the bursts with
+        # another cause (or none known), which the command lists as well.
+        for key in ("bursts", "other_bursts"):
+            bursts = report.table(key)
+            for cells, burst in zip(table_cells(bursts, ("event", "time", "bytes", "lives", "before")),
+                                    bursts.records()):
+                rows.append(((*cells, self._freed_at(burst)), event_jump(burst["event"])))
         return sections_text(report, skip=("sites", "bursts", "other_bursts")), rows
 
-    def _collected_at(self, burst: dict) -> Location:
-        """Where the collector ran (the label frame of the burst's first free), then the free order."""
+    def _freed_at(self, burst: dict) -> Location:
+        """Where the program was as the burst freed (the label frame of its first free), then
+        how: the free order of what the collector freed, else the burst's cause (confidence)."""
         snapshot = self.view.snapshot
         sid = int(self.view.device.trace.stack[burst["event"]])
         where = table_location(snapshot.stacks.frames, int(snapshot.stacks.label[sid]) if sid >= 0 else -1)
-        collected_at, order = burst["collected_at"], burst["order"]
+        collected_at = burst["collected_at"]
+        how = burst["order"] if burst["cause"] == CYCLE else f"{burst['cause']}, {burst['confidence']}"
         if not where.short:
             where = Location(collected_at, collected_at)
-        return Location(f"{where.short} ({order})", f"{collected_at} ({order})", where.keep)
+        return Location(f"{where.short} ({how})", f"{collected_at} ({how})", where.keep)
