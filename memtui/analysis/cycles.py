@@ -276,10 +276,15 @@ def _decide(report: CycleReport, found: list[bu.FreeBurst], cycle_groups: list[t
             piles: list[dict[str, Any]], peak: int, frees: int, scattered: dict[str, Any]) -> None:
     """The verdict, its confidence, the evidence and the alternatives weighed."""
     e, alt = report.evidence, report.alternatives
+    # A burst is split into groups, one per call site; each group has a cause. A count the
+    # report gives is of bursts (what its tables and the JSON list): for a cause, the bursts
+    # holding a group of it.
     by_cause: dict[str, list[bu.SiteGroup]] = {}
-    for b in found:
+    bursts_of: dict[str, set[int]] = {}
+    for k, b in enumerate(found):
         for g in b.groups:
             by_cause.setdefault(g.cause, []).append(g)
+            bursts_of.setdefault(g.cause, set()).add(k)
     others = {c: gs for c, gs in by_cause.items() if c not in (bu.CYCLE, bu.UNKNOWN)}
     unknown = by_cause.get(bu.UNKNOWN, [])
     unknown_bytes = sum(g.bytes for g in unknown)
@@ -321,9 +326,9 @@ def _decide(report: CycleReport, found: list[bu.FreeBurst], cycle_groups: list[t
                                  CANNOT_TELL, p["index"]))
         elif unknown and unknown_bytes >= UNEXPLAINED_SHARE * max(peak, 1):
             report.verdict, report.confidence = CANNOT_TELL, "low"
-            e.append(ev.Evidence(f"{plural(len(unknown), 'group')} of frees in bursts ({format_bytes(unknown_bytes)})"
-                                 " could be the collector or code going out of scope", CANNOT_TELL,
-                                 int(found[0].index)))
+            e.append(ev.Evidence(f"frees in {plural(len(bursts_of[bu.UNKNOWN]), 'burst')}"
+                                 f" ({format_bytes(unknown_bytes)}) could be the collector or code going out of scope",
+                                 CANNOT_TELL, int(found[0].index)))
             e += _unique(x for g in unknown for x in g.evidence)[:2]
         elif scattered["late_bytes"] >= UNEXPLAINED_SHARE * max(peak, 1):
             report.verdict, report.confidence = CANNOT_TELL, "low"
@@ -334,7 +339,8 @@ def _decide(report: CycleReport, found: list[bu.FreeBurst], cycle_groups: list[t
         elif others:
             explained = [g for gs in others.values() for g in gs]
             report.verdict, report.confidence = NO_CYCLES, _weakest(g.confidence for g in explained)
-            e.append(ev.Evidence(f"{plural(len(found), 'burst')} of frees, explained without the collector: "
+            explained_bursts = set().union(*(bursts_of[c] for c in others))
+            e.append(ev.Evidence(f"{plural(len(explained_bursts), 'burst')} of frees, explained without the collector: "
                                  + "; ".join(f"{bu.CAUSE_WORDS[c]} ({format_bytes(sum(g.bytes for g in gs))})"
                                              for c, gs in others.items()), NO_CYCLES, int(found[0].index)))
             e += _unique(x for g in explained if g.confidence == report.confidence for x in g.evidence)[:3]
@@ -361,7 +367,17 @@ def _decide(report: CycleReport, found: list[bu.FreeBurst], cycle_groups: list[t
     for cause, gs in others.items():
         alt.append({"verdict": bu.CAUSE_WORDS[cause], "bytes": sum(g.bytes for g in gs),
                     "confidence": _weakest(g.confidence for g in gs),
-                    "why": f"explains {plural(len(gs), 'group')} of frees in bursts (other_bursts)"})
+                    "why": "explains " + _frees_in(bursts_of[cause], bursts_of.get(bu.CYCLE, set()))})
+
+
+def _frees_in(bursts: set[int], collected: set[int]) -> str:
+    """Which bursts a cause explains frees in (``bursts``), and where the report lists them:
+    ``other_bursts``, but for those the collector freed in too (``collected``: ``bursts``)."""
+    beside = len(bursts & collected)
+    where = "other_bursts" if not beside else \
+        "bursts, where the collector freed too" if beside == len(bursts) else \
+        f"{len(bursts) - beside:,} in other_bursts, {beside:,} in bursts, where the collector freed too"
+    return f"frees in {plural(len(bursts), 'burst')} ({where})"
 
 
 def _no_bursts(report: CycleReport, piles: list[dict[str, Any]]) -> None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from memtui.analysis.cycles import find_cycles
+from memtui.analysis.cycles import _frees_in, find_cycles
+from memtui.report.text import text_lines
+from memtui.services.cycles import CyclesOptions, cycles
 from tests.conftest import shared_files
 from tests.fixtures.opened import shared
 
@@ -44,3 +48,28 @@ def test_quiet_on_plain_runs(name):
     for dev in snap.devices:
         j = find_cycles(snap, dev).to_json()
         assert j["cycles_suspected"] is not True and j == {**j, "sites": [], "bursts": []}
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("name", ["leak_loss_history", "oom_training", "expandable_segments"])
+def test_the_text_counts_the_bursts_the_json_lists(name):
+    """Each burst of these files is split into groups, one per call site (two per burst in
+    leak_loss_history); every count the text gives is of bursts, the ones other_bursts lists."""
+    snap = shared(name)
+    result = cycles(snap, CyclesOptions(device=0))
+    j = result.to_json()
+    assert j["verdict"] == "no cycles" and not j["bursts"] and j["other_bursts"]
+    n = len(j["other_bursts"])
+    said = [j["evidence"][0]["text"], *(a["why"] for a in j["alternatives"] if "bytes" in a)]
+    text = "\n".join(text_lines(result.report()))  # what `memtui cycles` prints
+    for line in said:
+        assert line in text
+        assert re.findall(r"(?<![\d.])(\d[\d,]*) ([a-z]+)", line) == [(f"{n:,}", "bursts")], line
+    assert f"explains frees in {n:,} bursts (other_bursts)" in text
+
+
+def test_a_cause_counts_the_bursts_it_explains_frees_in_and_says_where_they_are_listed():
+    assert _frees_in({0, 1, 2}, set()) == "frees in 3 bursts (other_bursts)"
+    assert _frees_in({4}, {4, 5}) == "frees in 1 burst (bursts, where the collector freed too)"
+    assert _frees_in({1, 2, 3}, {3}) == \
+        "frees in 3 bursts (2 in other_bursts, 1 in bursts, where the collector freed too)"
