@@ -347,6 +347,14 @@ def _decide(report: CycleReport, found: list[bu.FreeBurst], cycle_groups: list[t
             if unknown:
                 e.append(ev.Evidence(f"{format_bytes(unknown_bytes)} more in small groups nothing recorded explains",
                                      CANNOT_TELL, int(found[0].index)))
+        elif found and unknown:
+            # Groups nothing recorded explains, too small to decide the verdict.
+            report.verdict, report.confidence = NO_CYCLES, "medium"
+            e.append(ev.Evidence(f"{plural(len(found), 'burst')} of frees, none explained by the collector: frees in"
+                                 f" {plural(len(bursts_of[bu.UNKNOWN]), 'burst')} ({format_bytes(unknown_bytes)})"
+                                 " nothing recorded explains, less than a tenth of the peak allocated memory",
+                                 NO_CYCLES, int(found[0].index)))
+            e += _unique(x for g in unknown for x in g.evidence)[:2]
         elif found:
             report.verdict, report.confidence = NO_CYCLES, "medium"
             e.append(ev.Evidence(f"{plural(len(found), 'burst')} of frees, none freeing {MIN_SITE_LIVES} or more"

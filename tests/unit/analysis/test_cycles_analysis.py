@@ -9,8 +9,8 @@ import pytest
 from memtui.analysis.cycles import _frees_in, find_cycles
 from memtui.report.text import text_lines
 from memtui.services.cycles import CyclesOptions, cycles
-from tests.conftest import shared_files
-from tests.fixtures.opened import shared
+from tests.conftest import SAMPLES, shared_files
+from tests.fixtures.opened import cached, shared
 
 QUIET = [p.name.split(".pickle")[0] for p in shared_files("*.pickle") if not p.name.startswith("refcycle")]
 
@@ -73,3 +73,18 @@ def test_a_cause_counts_the_bursts_it_explains_frees_in_and_says_where_they_are_
     assert _frees_in({4}, {4, 5}) == "frees in 1 burst (bursts, where the collector freed too)"
     assert _frees_in({1, 2, 3}, {3}) == \
         "frees in 3 bursts (2 in other_bursts, 1 in bursts, where the collector freed too)"
+
+
+@pytest.mark.parametrize("name", ["format/fx_compile", "recorded/oom_caught_reraised"])
+def test_no_pile_of_one_call_site_is_said_only_of_bursts_without_one(name):
+    """A burst lists in other_bursts when it freed MIN_SITE_LIVES or more allocations of one
+    call site (fx_compile: one, which nothing recorded explains, too small to decide the
+    verdict); the evidence says no burst did only when none is listed (oom_caught_reraised)."""
+    snap = cached(str(SAMPLES / f"{name}.pickle.xz"))
+    j = find_cycles(snap, snap.devices[0]).to_json()
+    assert j["verdict"] == "no cycles" and not j["bursts"]
+    said_none = "none freeing 4 or more allocations of one call site" in j["evidence"][0]["text"]
+    assert said_none == (not j["other_bursts"])
+    if j["other_bursts"]:
+        n = len(j["other_bursts"])
+        assert f"frees in {n:,} burst{'s' if n > 1 else ''}" in j["evidence"][0]["text"]
