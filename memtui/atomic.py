@@ -138,17 +138,29 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
-def check_writable_target(path: str | os.PathLike, force: bool = False) -> str:
-    """Fail early, with one line, if ``path`` cannot be written; returns it as a str."""
+def check_writable_target(path: str | os.PathLike, force: bool = False, source: str | os.PathLike | None = None) -> str:
+    """Fail early, with one line, if ``path`` cannot be written, or is ``source``, the file
+    the output is made from (``--force`` or not: writing it would lose what it is made of);
+    returns it as a str."""
     path = os.fspath(path)
     if os.path.isdir(path):
         raise UsageError(f"{path}: is a directory")
+    if source is not None and _same_file(path, os.fspath(source)):
+        raise UsageError(f"{path}: is the file it would be made from; write it elsewhere")
     if not force and os.path.lexists(path):
         raise OutputExistsError(path)
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise WriteError(f"{path}: no such directory {directory}")
     return path
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether two names reach one file (a link, another spelling of the path)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): not the same file
+        return os.path.abspath(a) == os.path.abspath(b)
 
 
 @contextmanager

@@ -24,7 +24,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     output_format(args.output)
-    check_writable_target(args.output, args.force)
+    check_writable_target(args.output, args.force, source=args.input)
     progress = StderrProgress() if sys.stderr.isatty() else None
     kind = convert_file(args.input, args.output, args.force, progress)
     if progress is not None:

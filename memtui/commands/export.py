@@ -30,7 +30,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     # Everything that can be refused is refused before the (possibly long) load.
     compile_filter(args.filter)
-    check_writable_target(args.output, args.force)
+    check_writable_target(args.output, args.force, source=args.snapshot)
     snapshot = load(args.snapshot, args.model_cache)
     progress = StderrProgress() if sys.stderr.isatty() else None
     result = export_snapshot(snapshot, args.output, args.filter, args.device, include_stacks=not args.no_stacks,

@@ -40,7 +40,7 @@ def output_format(path: str) -> str:
 def convert_file(source: str, target: str, force: bool = False, progress: ProgressFn | None = None) -> str:
     """Read any snapshot memtui opens and write it to ``target``; returns the format written."""
     kind = output_format(target)
-    check_writable_target(target, force)
+    check_writable_target(target, force, source=source)
     raw = read_snapshot(source, progress)
     refuse_filtered_export(raw, source)
     snapshot = torch_layout(raw)

@@ -62,7 +62,7 @@ def export_snapshot(
     """
     compiled = compile_filter(filter_text)
     devices = exported_devices(snapshot, device)
-    path = check_writable_target(path, force)
+    path = check_writable_target(path, force, source=snapshot.source_path or None)
     if rows is not None:
         if device is None:
             raise UsageError("rows can only be given for one device")
