@@ -21,7 +21,7 @@ import importlib
 import os
 import signal
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from memtui import __version__
 from memtui.errors import Interrupted, MemtuiError, MissingDependencyError, UsageError
@@ -195,10 +195,10 @@ def _run(argv: list[str], started: list[ModelCache], signals: ExitSignals) -> in
         if module is not None:
             if argv[0] in SIGNALS_LEFT_ALONE:
                 signals.release()
-            parser = argparse.ArgumentParser(prog=f"memtui {argv[0]}", description=module.HELP)
+            parser = _OneLineParser(prog=f"memtui {argv[0]}", description=module.HELP)
             module.add_arguments(parser)
             add_cache_options(parser)
-            args = parser.parse_args(argv[1:])
+            args = parser.parse_args(argv[1:]) if argv[0] in RUNS_USER_CODE else parser.parse_dashed_values(argv[1:])
             cache = _hand_down(args, leading, started)
             if cache is not None and argv[0] not in WRITES_AS_BUILT:
                 cache.hold_writes()  # the output first: cache.wait() below starts the write
@@ -267,9 +267,46 @@ def _hand_down(args: argparse.Namespace, leading: dict, started: list[ModelCache
     return cache
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, but a wrong argument is one line naming the help, as every other refusal
+    (argparse prints the whole usage before its line, and exits itself)."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("memtui").strip()
+        raise UsageError(f"{command + ': ' if command else ''}{message} (see {self.prog} --help)")
+
+    def parse_dashed_values(self, args: list[str]) -> argparse.Namespace:
+        """parse_args, where an option's value may start with '-' (`--filter -stream:0`, a
+        negated filter; `--cap -5GiB`), which argparse takes for an option of its own:
+        such a value is joined to its option (`--filter=-stream:0`) unless it is one of this
+        command's options itself. Not for `run`, whose script's arguments are its own."""
+        joined: list[str] = []
+        i = 0
+        while i < len(args):
+            token = args[i]
+            if token == "--":
+                joined.extend(args[i:])
+                break
+            action = self._option_string_actions.get(token)
+            value = args[i + 1] if i + 1 < len(args) else ""
+            if action is not None and action.nargs is None and value.startswith("-") and value != "--" \
+                    and not self._names_an_option(value):
+                joined.append(f"{token}={value}")
+                i += 2
+                continue
+            joined.append(token)
+            i += 1
+        return self.parse_args(joined)
+
+    def _names_an_option(self, token: str) -> bool:
+        if token.startswith("--") or token in self._option_string_actions:
+            return True  # a long one, perhaps abbreviated, or a short one
+        return token[:2] in self._option_string_actions  # a short one with its value attached: -n5
+
+
 def _explorer_parser(commands: list[str]) -> argparse.ArgumentParser:
     names = ", ".join(commands)
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="memtui",
         description="Explore a PyTorch memory snapshot (CUDA, ROCm, or any accelerator whose allocator writes "
                     "the same layout) in the terminal.",

@@ -138,3 +138,24 @@ def test_a_page_of_events_ends_saying_where_the_next_starts(capsys):
     assert lines[-1] == "(more: --start 6)" and [line.split()[0] for line in lines[1:-1]] == ["3", "4", "5"]
     assert main(["--no-cache", "events", sample, "--start", "-2"]) == 0
     assert not capsys.readouterr().out.splitlines()[-1].startswith("(more")
+
+
+@pytest.mark.parametrize("argv", [["top", "--device", "abc"], ["top", "-n", "abc"], ["whatif", "--cap"],
+                                  ["--bogus"], ["info"], ["events", "--filter", "--json"], ["info", "--wrong"]])
+def test_a_wrong_argument_is_one_line_naming_the_help(argv, capsys):
+    sample = str(sample_files()[0])
+    code = main([*argv, sample] if argv != ["info"] else argv)
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("memtui: ") and err.count("\n") == 1 and "--help)" in err, err
+
+
+def test_an_option_value_may_start_with_a_dash(capsys, tmp_path):
+    # A negated filter (docs/filter.md) written as a separate word, not only as --filter=...
+    sample = str(sample_files()[0])
+    assert main(["events", "--json", "--filter", "-action:alloc", sample]) == 0
+    apart = json.loads(capsys.readouterr().out)
+    assert main(["events", "--json", "--filter=-action:alloc", sample]) == 0
+    assert json.loads(capsys.readouterr().out) == apart and apart
+    out = tmp_path / "x.msgpack"
+    assert main(["--no-cache", "export", sample, "-f", "-action:alloc", "-o", str(out)]) == 0
+    assert out.exists()
