@@ -138,7 +138,7 @@ def allocation_stack(store: SnapshotStore, spec: AnalysisSpec, args: Args, progr
     elif found["alloc_in_trace"] and "free_completed" not in found["events"]:
         lines.append("  not freed by the end of the trace")
     if not found["alloc_in_trace"]:
-        lines.append("  allocated before the trace starts")
+        lines.append(f"  {found['alloc_missing']}")
     return Answer("\n".join(lines), found)
 
 

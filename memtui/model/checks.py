@@ -122,7 +122,7 @@ def _check_device(dev: DeviceModel) -> list[Finding]:
     live_unlinked = int(np.count_nonzero(((blocks.state == ALLOCATED) | (blocks.state == PENDING_FREE))
                                          & (dev.block_life == NONE)))
     if live_unlinked and len(trace):
-        note(f"{live_unlinked} live blocks were allocated before the trace starts")
+        note(f"{live_unlinked} live blocks were {dev.alloc_not_in_trace()}")
     return out
 
 

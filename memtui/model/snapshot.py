@@ -32,6 +32,9 @@ MAX_DEVICES = 4096  # far more GPUs than one process sees; a larger count is a b
 NOT_REPLAYED = ("a filtered export holds part of the recording's trace, which is not replayed: its state is the"
                 " source's end")
 SOURCE_END = "the source's end (a filtered export is not replayed)"  # the moment its figures are of
+# Why a live block's alloc is not among the trace's events (DeviceModel.alloc_not_in_trace).
+ALLOC_BEFORE_TRACE = "allocated before the trace starts"
+ALLOC_LEFT_OUT = "allocated in events this filtered export leaves out"
 
 
 @dataclass
@@ -190,10 +193,14 @@ class DeviceModel:
         (allocated before recording began, or its alloc fell off the ring buffer, with no
         free since). memory_viz calls these ghost blocks. None in a file with no trace."""
         blocks = self.blocks
-        if not len(self.trace):
+        if not len(self.trace) or self.partial_trace:  # a filtered export's live blocks' allocs may be left out
             return np.zeros(len(blocks), bool)
         ghost: np.ndarray = ((blocks.state == ALLOCATED) | (blocks.state == PENDING_FREE)) & (self.block_life == NONE)
         return ghost
+
+    def alloc_not_in_trace(self) -> str:
+        """Why a live block's alloc is not among this trace's events, as every view says it."""
+        return ALLOC_LEFT_OUT if self.partial_trace else ALLOC_BEFORE_TRACE
 
     # -- events without a stack (model/stackless.py) ---------------------------------
     @cached_property

@@ -17,6 +17,7 @@ from memtui.model.address_n import parse_address
 from memtui.model.lifetimes import NONE
 from memtui.model.relevance import FORWARD_TEXT
 from memtui.model.segments import pool_name
+from memtui.model.snapshot import ALLOC_BEFORE_TRACE
 from memtui.model.stackless import stackless_context
 from memtui.report.sections import Lines, Report
 from memtui.services.options import option
@@ -109,6 +110,8 @@ def describe_match(snapshot: Snapshot, match: Match, all_frames: bool) -> dict[s
             notes.of_block(match.block) if match.block != NONE else []
         result["annotations"] = [_annotation(snapshot, match.device, int(j), all_frames) for j in found]
     result["alloc_in_trace"] = "alloc" in events or "segment_alloc" in events
+    if not result["alloc_in_trace"]:
+        result["alloc_missing"] = dev.alloc_not_in_trace()
     return result
 
 
@@ -198,8 +201,10 @@ def allocation_lines(info: dict[str, Any]) -> list[str]:
     if info.get("block", {}).get("ghost"):
         out.append("(ghost block: live in the snapshot's segment list, but no event of the trace is its allocation: "
                    "allocated before recording began, or its alloc fell off the ring buffer)")
+    elif not info["alloc_in_trace"] and info["alloc_missing"] != ALLOC_BEFORE_TRACE:
+        out.append(f"({info['alloc_missing']})")
     elif not info["alloc_in_trace"]:
-        out.append("(allocated before the trace starts: its alloc fell off the ring buffer or predates recording)")
+        out.append(f"({ALLOC_BEFORE_TRACE}: its alloc fell off the ring buffer or predates recording)")
     for label, event in info["events"].items():
         meta = f"  [{event['user_metadata']}]" if event.get("user_metadata") else ""
         out += ["", f"{label} at event {event['index']:,}:{meta}"]

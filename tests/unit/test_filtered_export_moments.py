@@ -128,3 +128,27 @@ def test_a_rank_summary_of_a_filtered_export_has_no_peak_of_its_own(exported):
     source = summarize_snapshot(open_snapshot(str(SOURCE)))
     assert summary["peak_index"] == -1 and summary["peak_allocated"] == summary["allocated"]
     assert [o["index"] for o in summary["ooms"]] == [o["index"] for o in source["ooms"]]
+
+
+@pytest.fixture(scope="module")
+def alloc_filtered_out(tmp_path_factory) -> Path:
+    # Only the frees of big blocks: the live blocks' allocs are all left out of the file.
+    out = tmp_path_factory.mktemp("frees") / "frees_only.msgpack"
+    assert main(["--no-cache", "export", str(SOURCE), "--filter", "action:free_completed", "-o", str(out)]) == 0
+    return out
+
+
+def test_a_block_whose_alloc_the_filter_left_out_is_no_ghost_and_is_said_so(alloc_filtered_out, capsys):
+    from memtui.model.segments import ALLOCATED, PENDING_FREE
+    from memtui.model.snapshot import ALLOC_LEFT_OUT
+    from memtui.open import open_snapshot
+
+    dev = open_snapshot(alloc_filtered_out, cache=None).devices[0]
+    live = int(((dev.blocks.state == ALLOCATED) | (dev.blocks.state == PENDING_FREE)).sum())
+    assert live and dev.partial_trace
+    assert _json(capsys, "info", str(alloc_filtered_out))["devices"][0]["ghost_blocks"] == 0
+    capsys.readouterr()
+    main(["--no-cache", "check", str(alloc_filtered_out)])
+    out = capsys.readouterr().out
+    assert "before the trace starts" not in out and ALLOC_LEFT_OUT in out, out
+    assert dev.alloc_not_in_trace() == ALLOC_LEFT_OUT

@@ -75,11 +75,11 @@ def along_life(device: DeviceModel, i: int, forward: bool) -> Jump:
     for lives in (device.lives, device.segment_lives):
         life = int(lives.event_life[i])
         if life != NONE:
-            return _step_life(lives, life, i, forward)
+            return _step_life(lives, life, i, forward, device.alloc_not_in_trace())
     return Jump(None, "this event is not part of an allocation")
 
 
-def _step_life(lives: Lifetimes, life: int, i: int, forward: bool) -> Jump:
+def _step_life(lives: Lifetimes, life: int, i: int, forward: bool, alloc_missing: str) -> Jump:
     chain = [int(c[life]) for c in (lives.start, lives.request, lives.end)]
     present = sorted({c for c in chain if c != NONE})
     target, _ = next_in(np.asarray(present), i, forward, wrap=False)
@@ -91,7 +91,7 @@ def _step_life(lives: Lifetimes, life: int, i: int, forward: bool) -> Jump:
         return Jump(None, "still live at snapshot time: no free in the trace")
     if int(lives.start[life]) != NONE:
         return Jump(None, "this is the allocation's first event")
-    return Jump(None, "allocated before the trace starts: its alloc is not in the trace")
+    return Jump(None, f"{alloc_missing}: its alloc is not in the trace")
 
 
 

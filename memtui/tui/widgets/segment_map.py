@@ -287,7 +287,7 @@ class SegmentMap(ScrollView, can_focus=True):
         life = int(state.blk_life[self._block])
         start = int(self._view.device.lives.start[life]) if life != NONE else NONE
         if start == NONE:
-            self.notify("this block was allocated before the trace starts", severity="warning")
+            self.notify(f"this block was {self._view.device.alloc_not_in_trace()}", severity="warning")
             return
         self.post_message(self.JumpToEvent(start))
 
