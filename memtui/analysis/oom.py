@@ -48,6 +48,7 @@ from memtui.analysis.callsites import CallSites, top_sites
 from memtui.analysis.cycles import CycleReport, find_cycles
 from memtui.analysis.live import reserved_curve
 from memtui.analysis.whatif import replay_ooms
+from memtui.errors import UsageError
 from memtui.model import DeviceModel, Snapshot
 from memtui.model import actions as act
 from memtui.model.address_n import format_address_n
@@ -473,9 +474,12 @@ def _segment_size_for(requested: int) -> int:
 
 
 def _device_total(given: int | None, reserved: int, device_free: int) -> tuple[int | None, bool]:
+    seen = reserved + device_free
+    if given and given < seen:  # the OOM saw more than that: the figure given is not this device's
+        raise UsageError(f"--device-memory {format_bytes(given)} is less than the OOM saw on the device:"
+                         f" {format_bytes(reserved)} reserved and {format_bytes(device_free)} free")
     if given:
         return int(given), False
-    seen = reserved + device_free
     for gib in COMMON_DEVICE_TOTALS_GIB:
         total = int(gib * GIB)
         if total >= seen:

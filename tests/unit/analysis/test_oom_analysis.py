@@ -8,6 +8,7 @@ import re
 import pytest
 
 from memtui.analysis.oom import diagnose_ooms
+from memtui.errors import UsageError
 from memtui.open import open_snapshot
 from tests.conftest import SHARED, truth_for
 from tests.fixtures.opened import GIB, MIB, frame, segment, shared, write_snapshot
@@ -112,6 +113,9 @@ def test_external_verdict_when_the_device_is_full_of_someone_else(tmp_path):
     # Told the device has only what is seen, the same OOM is a capacity problem.
     (d,) = diagnose_ooms(snap, device_total=200 * MIB)
     assert d.verdict == "capacity"
+    # Told less than it saw (reserved plus free), the total is not this device's: refused in one line.
+    with pytest.raises(UsageError, match="less than the OOM saw on the device: 100.00 MiB reserved and 100.00 MiB"):
+        diagnose_ooms(snap, device_total=200 * MIB - 1)
 
 
 def test_a_full_small_device_is_external_by_estimate(tmp_path):
