@@ -22,7 +22,8 @@ def leaks_report(report: LeakReport) -> Report:
     unit = report.points.unit.replace("{", "{{").replace("}", "}}")
     growing = Table("growing", space=True, columns=SITE_COLUMNS, rows=site_rows(report.growing),
                     title="growing call sites (what they keep rose all through the run):",
-                    line="  {growth:>12} ({per_unit}/" + unit + ", {growth_count:+,} allocations)  {trend}  {site}")
+                    line="  {growth:>12} ({per_unit}/" + unit + ", {growth_count:+,} allocations)  {trend}  holds"
+                         " {bytes} in {count:,}  {site}")
     rest = [s for s in report.sites if not s.growing]
     others = Table("sites", space=True, columns=SITE_COLUMNS, rows=site_rows(rest),
                    heading=f"{'live bytes':>12} {'count':>7}  over the run  {'growth':<9} call site",

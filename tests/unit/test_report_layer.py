@@ -146,3 +146,23 @@ def test_the_ranks_report_shortens_its_text_not_its_rows():
     assert len(table.rows) == 11 and table.left_out == 89  # the outliers and the median rank
     assert "  ... 89 more ranks not listed (--json lists all, --tui browses them)" in text_lines(report)
     assert len(rank_table(ranks).rows) == 100
+
+
+def test_the_leaks_text_shows_every_sites_live_bytes_so_they_add_up(capsys):
+    # The growing sites' live bytes are in the text too, not only their growth: with the
+    # table of the others they add up to the live total the text gives.
+    from memtui.units import format_bytes
+    from tests.conftest import SAMPLES
+
+    path = SAMPLES / "scenarios" / "leak_loss_list_py.pickle.xz"
+    capsys.readouterr()
+    assert main(["--no-cache", "leaks", str(path), "--json"]) == 0
+    import json
+
+    result = json.loads(capsys.readouterr().out)
+    growing = [site for site in result["sites"] if site["growing"]]
+    assert growing
+    assert main(["--no-cache", "leaks", str(path)]) == 0
+    text = capsys.readouterr().out
+    for site in growing:
+        assert f"holds {format_bytes(site['bytes'])} in {site['count']:,}" in text, text
