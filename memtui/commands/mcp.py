@@ -12,8 +12,8 @@ import os
 from memtui.errors import UsageError
 
 NAME = "mcp"
-HELP = ("Serve the snapshot analyses (info, top, events, stack, oom, leaks, cycles, diff, ranks) to an MCP client "
-        "over stdio; read-only, only files under --root.")
+HELP = ("Serve the snapshot analyses to an MCP client over stdio, as tools (docs/mcp.md lists them, with what each "
+        "takes); read-only, only files under --root.")
 
 
 def add_arguments(parser) -> None:

@@ -103,8 +103,10 @@ def check_value(opt: Option, value: Any) -> Any:
         raise OptionError(opt.name, "needs a value")
     if opt.kind == "size":
         size = value if isinstance(value, int) and not isinstance(value, bool) else parse_size(str(value))
-        if size is None or size <= 0:
+        if size is None:
             raise OptionError(opt.name, f"is not a size: {value!r} (try 80GiB or 85899345920)")
+        if size <= 0:
+            raise OptionError(opt.name, f"must be more than 0 bytes, not {value!r}")
         value = size
     elif opt.kind == "choice":
         if value not in opt.choices:

@@ -159,3 +159,11 @@ def test_an_option_value_may_start_with_a_dash(capsys, tmp_path):
     out = tmp_path / "x.msgpack"
     assert main(["--no-cache", "export", sample, "-f", "-action:alloc", "-o", str(out)]) == 0
     assert out.exists()
+
+
+def test_a_size_of_zero_is_said_to_be_too_small_not_no_size(capsys):
+    sample = str(sample_files()[0])
+    for value, says in (("0", "must be more than 0 bytes, not '0'"), ("zero", "is not a size: 'zero'")):
+        assert main(["--no-cache", "whatif", "--cap", value, sample]) == 2
+        err = capsys.readouterr().err
+        assert says in err and err.count("\n") == 1, err
