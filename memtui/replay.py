@@ -20,6 +20,7 @@ import numpy as np
 
 from memtui.model import DeviceModel
 from memtui.model import actions as act
+from memtui.model.columns import INT64_MAX
 from memtui.model.lifetimes import NONE
 from memtui.model.segments import ALLOCATED, PENDING_FREE
 
@@ -250,7 +251,9 @@ class MappedRanges:
         for k in range(cp * self.CHECKPOINT_EVERY, done):
             ranges = self._apply(ranges, k)
         addrs = sorted(ranges)
-        sizes = [ranges[a] for a in addrs]
+        # Each operation's size fits int64, their union need not (maps near 2^63 bytes in a
+        # hostile trace): a range that long is kept as long as an int64 column holds.
+        sizes = [min(ranges[a], INT64_MAX) for a in addrs]
         streams = [self.final_stream.get(a, 0) for a in addrs]
         # A range is the snapshot's own segment only while it has exactly that extent.
         final = [int(self.final[a]) if self.final_size.get(a) == ranges[a] else NONE for a in addrs]

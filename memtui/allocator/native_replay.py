@@ -13,7 +13,8 @@ import os
 
 import numpy as np
 
-from memtui.allocator.settings import AllocatorSettings
+from memtui.allocator.settings import K_LARGE_BUFFER, AllocatorSettings
+from memtui.allocator.simulator import MAX_DEVICE_BYTES
 
 try:
     from memtui import _native
@@ -21,15 +22,36 @@ except ImportError:  # built without a C compiler
     _native = None
 
 INT64_MAX = (1 << 63) - 1
+# Addresses the compiled loop is given stay below this: a segment placed there, or a block
+# inside one, ends well before INT64_MAX.
+ADDRESS_END = 1 << 62
+# How far below the lowest address the compiled loop may place new segments (it places them
+# downwards from there; INT64_MIN lies past 2^63).
+FLOOR_ROOM = 1 << 62
 available = _native is not None and hasattr(_native, "allocator_replay") and not os.environ.get("MEMTUI_NO_NATIVE")
 
 
-def can_replay(requests) -> bool:
-    """Whether the compiled loop takes these requests (every address and size fits int64)."""
+def can_replay(requests, settings: AllocatorSettings | None = None, va_size: int = 0) -> bool:
+    """Whether the compiled loop takes these requests: every address it is given or places a
+    segment at, every size and every sum of sizes fits int64 (its arithmetic is int64; the
+    Python loop's integers have no end). Sizes are bounded by MAX_DEVICE_BYTES (no request
+    above it is served, no state holds more); addresses by what is checked here."""
     if not available:
         return False
     values = [a for a, _ in requests.recorded_segments] + [s.addr for s in requests.initial]
-    return all(0 <= v < INT64_MAX for v in values) and int(requests.size.max(initial=0)) < INT64_MAX
+    if not all(0 <= v < ADDRESS_END for v in values):
+        return False
+    if sum(s.size for s in requests.initial) > MAX_DEVICE_BYTES or not 0 <= va_size <= MAX_DEVICE_BYTES:
+        return False
+    # New segments go below the lowest address, each at most its request rounded (at most
+    # twice it) plus a 20 MiB segment and 2 MiB of alignment; with expandable segments each
+    # of a malloc's three tries may reserve a range of va_size more. Every request counts
+    # (a free's size too: a bound above what the allocations need).
+    sizes = np.clip(np.asarray(requests.size, np.int64), 0, MAX_DEVICE_BYTES).astype(np.float64)
+    below = 2 * float(sizes.sum()) + len(sizes) * float(24 << 20)
+    if settings is not None and settings.expandable_segments:
+        below += 3.0 * len(sizes) * (va_size + 2 * K_LARGE_BUFFER)
+    return below < FLOOR_ROOM
 
 
 def replay_native(requests, settings: AllocatorSettings, *, limit, per_process, use_hints, until_event, series,
@@ -43,10 +65,13 @@ def replay_native(requests, settings: AllocatorSettings, *, limit, per_process, 
     for seg in requests.initial:
         for _, _, slot, _ in seg.blocks:
             max_slot = max(max_slot, slot)
+    # -1 is no limit there: a negative limit (a device limit from a trace whose reserved curve
+    # goes below 0) refuses every segment, as 0 does, and one past int64 refuses none.
+    packed_limit = -1 if limit is None else min(max(limit, 0), INT64_MAX)
     params = np.array(
         [min(settings.max_split_size, INT64_MAX), settings.max_non_split_rounding_size,
          *settings.roundup_power2_divisions, int(settings.expandable_segments),
-         -1 if limit is None else limit, int(per_process), int(use_hints), int(hints_per_process),
+         packed_limit, int(per_process), int(use_hints), int(hints_per_process),
          -1 if until_event is None else until_event, int(series), va_size, len(requests.pools),
          requests.lowest_address, max_slot, int(dump_state)], np.int64)
     recorded = np.array([a for a, _ in requests.recorded_segments] + [s for _, s in requests.recorded_segments],

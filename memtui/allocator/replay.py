@@ -9,14 +9,15 @@ stream is replayed under any settings and memory limit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from bisect import bisect_right
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from memtui.allocator.addresses import AddressSpace
 from memtui.allocator.blocks import Block, ExpandableSegment
 from memtui.allocator.settings import K_LARGE_BUFFER, AllocatorSettings
-from memtui.allocator.simulator import K_SMALL_BUFFER, Simulator
+from memtui.allocator.simulator import K_SMALL_BUFFER, MAX_DEVICE_BYTES, Simulator
 
 # Request kinds.
 ALLOC, FREE, FREE_PENDING, COMPLETE, EMPTY_CACHE, OOM_REQUEST = range(6)
@@ -36,6 +37,47 @@ class InitialSegment:
     # (address, size, slot, pending) of the live blocks, by address; pending: freed with uses on
     # other streams not yet complete (its free_completed is in the trace)
     blocks: list[tuple[int, int, int, bool]]
+
+
+def consistent_initial(segments: list[InitialSegment]) -> list[InitialSegment]:
+    """The segments and live blocks a state at the first event can really hold.
+
+    That state is reconstructed from the trace, and a trace can contradict itself: two frees
+    of one address with no alloc between them leave two blocks live there at once, blocks
+    past their segment's end, segments (inferred from such blocks, or freed twice) that
+    overlap. The allocator keeps disjoint segments of disjoint blocks, and both replays
+    rely on it: two free blocks of one (stream, size, address) are one key of a pool, and
+    the second one freed was lost from it (the compiled loop reported it as running out of
+    memory). So: segments by address, each larger one first where two start together; one
+    that overlaps a segment kept before it, is empty or would take the reserved bytes past
+    what any device holds is left out, and so is a block that is empty, not wholly inside
+    a kept segment or overlapping a block kept before it (in the state's order). Requests
+    naming a block left out find none and change nothing, in both replays. A consistent
+    state comes back as it was.
+    """
+    kept: list[InitialSegment] = []
+    reserved = 0
+    for seg in sorted(segments, key=lambda s: (s.addr, -s.size)):
+        if seg.size <= 0 or reserved + seg.size > MAX_DEVICE_BYTES or (
+                kept and seg.addr < kept[-1].addr + kept[-1].size):
+            continue
+        kept.append(replace(seg, blocks=[]))
+        reserved += seg.size
+    starts = [seg.addr for seg in kept]
+    # Blocks of one address keep the state's order (a stable sort): the first one stays.
+    for block in sorted((b for seg in sorted(segments, key=lambda s: s.addr) for b in seg.blocks),
+                        key=lambda b: b[0]):
+        addr, size = block[0], block[1]
+        i = bisect_right(starts, addr) - 1
+        if size <= 0 or i < 0:
+            continue
+        home = kept[i]
+        if addr + size > home.addr + home.size:
+            continue
+        if home.blocks and addr < home.blocks[-1][0] + home.blocks[-1][1]:
+            continue
+        home.blocks.append(block)
+    return kept
 
 
 @dataclass
@@ -108,8 +150,8 @@ def replay(requests: Requests, settings: AllocatorSettings, *, limit: int | None
     """
     from memtui.allocator import native_replay
 
-    if native is not False and not keep_state and native_replay.can_replay(requests):
-        va_size = Simulator(settings, AddressSpace([], 0), device_total=device_total).va_size
+    va_size = Simulator(settings, AddressSpace([], 0), device_total=device_total).va_size
+    if native is not False and not keep_state and native_replay.can_replay(requests, settings, va_size):
         return native_replay.replay_native(
             requests, settings, limit=limit, per_process=per_process, use_hints=use_hints, until_event=until_event,
             series=series, va_size=va_size, hints_per_process=hints_per_process, outcome_type=Outcome,
@@ -168,8 +210,10 @@ class Stepper:
                 break
             if kind == ALLOC or kind == OOM_REQUEST:
                 hint = hint_col[k] if hint_col is not None else NO_HINT
+                # A negative hint is no byte count (NO_HINT, or the recorded reserved curve of
+                # a trace that frees segments it never had): none, as in the compiled loop.
                 block = sim.malloc(size_col[k], stream_col[k], pools[pool_col[k] + 1],
-                                   hint if hint != NO_HINT else None)
+                                   hint if hint >= 0 else None)
                 if kind == OOM_REQUEST:
                     out.recorded_ooms.append((event, block is not None))
                     if block is None and out.oom_event is None:
@@ -190,14 +234,18 @@ class Stepper:
                     if sim.reserved > out.reserved_peak:
                         _note_peak(sim, out, event)
             elif kind == FREE or kind == FREE_PENDING:
+                # Only while the block is still this allocation's: a trace that frees a life twice,
+                # or after empty_cache completed its pending free, names a block the allocator
+                # has merged, released or handed to another allocation since (which one that is
+                # differs between this loop's objects and the compiled loop's reused indices).
                 block = slots.get(slot_col[k])
-                if block is not None and block.allocated:
+                if block is not None and block.allocated and block.slot == slot_col[k]:
                     sim.free(block, kind == FREE_PENDING)
                     if kind == FREE:
                         del slots[slot_col[k]]
             elif kind == COMPLETE:
                 block = slots.pop(slot_col[k], None)
-                if block is not None:
+                if block is not None and block.slot == slot_col[k]:
                     sim.complete(block)
             elif kind == EMPTY_CACHE:
                 sim.empty_cache(tuple(pools[p + 1] for p in self.requests.freeable.get(k, ())))
@@ -233,14 +281,22 @@ def _flush(events: list, emitted: int, out: Outcome, event: int) -> int:
 
 
 def _initial_state(sim: Simulator, requests: Requests, pools: list, slots: dict[int, Block]) -> None:
-    """The segments and live blocks that were there at the trace's first event."""
-    for seg in requests.initial:
+    """The segments and live blocks that were there at the trace's first event (by address,
+    as :func:`consistent_initial` leaves them)."""
+    initial = requests.initial
+    for k, seg in enumerate(initial):
         pool = sim.pool(seg.small, pools[seg.pool + 1])
         segment = None
+        tail_size = 0
         if seg.expandable:
             page = K_SMALL_BUFFER if seg.small else K_LARGE_BUFFER
             pages = max(-(-sim.va_size // page), -(-seg.size // page) + 1)
-            segment = ExpandableSegment(seg.addr, page, pages)
+            if k + 1 < len(initial):
+                # Its reserved range ends before the next segment: torch reserved each range
+                # apart, and one running into the next would map blocks over that one's.
+                pages = min(pages, max(initial[k + 1].addr - seg.addr, 0) // page)
+            tail_size = pages * page - seg.size  # the unmapped rest of the range, if any
+            segment = ExpandableSegment(seg.addr, page, max(pages, -(-seg.size // page)))
             segment.mapped.update(range(seg.size // page))
         chain: list[Block] = []
         cursor = seg.addr
@@ -259,8 +315,8 @@ def _initial_state(sim: Simulator, requests: Requests, pools: list, slots: dict[
         end = seg.addr + seg.size
         if cursor < end:
             chain.append(Block(cursor, end - cursor, seg.stream, pool, segment))
-        if segment is not None:
-            tail = Block(end, segment.size - seg.size, seg.stream, pool, segment)
+        if tail_size > 0:
+            tail = Block(end, tail_size, seg.stream, pool, segment)
             tail.mapped = False
             chain.append(tail)
         for before, after in zip(chain, chain[1:]):

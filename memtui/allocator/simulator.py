@@ -34,6 +34,11 @@ K_SMALL_SIZE = 1 << 20
 K_SMALL_BUFFER = 2 << 20
 K_MIN_LARGE_ALLOC = 10 << 20
 K_ROUND_LARGE = 2 << 20
+# More than any device holds (the largest hold a few hundred GiB): a request above it is
+# refused, and the reserved bytes never exceed it. A trace can claim sizes up to 2^64;
+# keeping every size and sum of sizes far below 2^63 keeps the compiled replay's int64
+# arithmetic exact (src/memtui_native/allocator.c), so it answers as this model does.
+MAX_DEVICE_BYTES = 1 << 44
 
 # Segment event codes, as memtui.model.actions numbers them.
 SEGMENT_ALLOC, SEGMENT_FREE, SEGMENT_MAP, SEGMENT_UNMAP = 3, 4, 5, 6
@@ -105,6 +110,8 @@ class Simulator:
         ``device_limit`` overrides the device's limit for this one request (a replay of the
         recording knows where the real device refused).
         """
+        if orig_size > MAX_DEVICE_BYTES:
+            return None  # no device serves it (and rounding it would leave int64 in the compiled loop)
         size = round_size(orig_size, self.settings)
         pool = self.pool(size <= K_SMALL_SIZE, private)
         alloc_size = allocation_size(size)
@@ -193,6 +200,8 @@ class Simulator:
                      limit: int | None) -> Block | None:
         if cap is not None and self.reserved + alloc_size > cap:
             return None
+        if self.reserved + alloc_size > MAX_DEVICE_BYTES:
+            return None
         if self.settings.expandable_segments:
             return self._alloc_expandable(pool, stream, size, limit)
         if limit is not None and self.reserved + alloc_size > limit:
@@ -210,6 +219,8 @@ class Simulator:
             return None
         while candidate.size < size:
             nxt = candidate.next
+            if nxt is None:
+                return None  # larger than the whole reserved range: no segment can hold it
             if not self._map(nxt, min(size - candidate.size, nxt.size), limit):
                 return None
             candidate = nxt
@@ -243,7 +254,8 @@ class Simulator:
         segment = block.segment
         begin, end = segment.page_range(block.addr, size, inward=False)
         mapped = (end - begin) * segment.page
-        if mapped == 0 or (limit is not None and self.reserved + mapped > limit):
+        if mapped == 0 or (limit is not None and self.reserved + mapped > limit) \
+                or self.reserved + mapped > MAX_DEVICE_BYTES:
             return False
         segment.mapped.update(range(begin, end))
         pool = block.pool

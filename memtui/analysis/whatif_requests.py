@@ -30,6 +30,7 @@ from memtui.allocator.replay import (
     OOM_REQUEST,
     InitialSegment,
     Requests,
+    consistent_initial,
 )
 from memtui.allocator.simulator import K_SMALL_BUFFER
 from memtui.model import DeviceModel
@@ -142,7 +143,8 @@ def _initial_segments(dev: DeviceModel, pools: list[PoolId]) -> list[InitialSegm
         pool = pools.index(pool_id) if pool_id in pools else -1
         out.append(InitialSegment(addr, seg_size, int(state.seg_stream[s]), pool, small,
                                   bool(state.seg_expandable[s]), blocks))
-    return out
+    # A trace that contradicts itself gives overlapping blocks and segments here.
+    return consistent_initial(out)
 
 
 def _pools(dev: DeviceModel, action: np.ndarray) -> tuple[list[PoolId], np.ndarray]:

@@ -18,6 +18,9 @@
 #define A_MIN_LARGE_ALLOC (10LL << 20)
 #define A_ROUND_LARGE (2LL << 20)
 #define A_ALIGN (2LL << 20)
+/* MAX_DEVICE_BYTES of memtui/allocator/simulator.py: no request above it is served and the
+ * reserved bytes never pass it, so no size or sum of sizes here comes near int64's end. */
+#define A_MAX_BYTES (1LL << 44)
 #define K_ALLOC 0
 #define K_FREE 1
 #define K_FREE_PENDING 2
@@ -61,7 +64,8 @@ typedef struct {
     /* address space */
     const int64_t *rec_addr, *rec_size; Py_ssize_t n_rec, next_rec; int in_step; int64_t floor;
     LVec live_addr, live_size; LVec freed_size, freed_addr;
-    int failed;
+    int failed;  /* out of memory */
+    int broken;  /* a block missing from the list that should hold it: the state is inconsistent */
 } Sim;
 
 static int ivec_push(IVec *v, int32_t x)
@@ -155,7 +159,7 @@ static void pool_erase(Sim *s, int32_t i)
     ABlock *x = &s->b[i];
     APool *p = &s->pools[x->pool];
     Py_ssize_t at = lower_bound(s, p, x->stream, x->size, x->addr);
-    if (at < p->keys.n && p->keys.v[at] == i) ivec_remove(&p->keys, at); else s->failed = 1;
+    if (at < p->keys.n && p->keys.v[at] == i) ivec_remove(&p->keys, at); else s->broken = 1;
 }
 static Py_ssize_t unmapped_bound(Sim *s, APool *p, int64_t stream, int64_t addr)
 {
@@ -176,7 +180,7 @@ static void unmapped_erase(Sim *s, int32_t i)
 {
     APool *p = &s->pools[s->b[i].pool];
     Py_ssize_t at = unmapped_bound(s, p, s->b[i].stream, s->b[i].addr);
-    if (at < p->unmapped.n && p->unmapped.v[at] == i) ivec_remove(&p->unmapped, at); else s->failed = 1;
+    if (at < p->unmapped.n && p->unmapped.v[at] == i) ivec_remove(&p->unmapped, at); else s->broken = 1;
 }
 
 /* -- addresses (memtui/allocator/addresses.py) ------------------------------------------ */
@@ -360,7 +364,7 @@ static int map_range(Sim *s, int32_t blk, int64_t size, int64_t limit, int has_l
     int64_t start = s->b[blk].addr - base, stop = start + size;
     int64_t begin = start / page, end = (stop + page - 1) / page;
     int64_t mapped = (end - begin) * page;
-    if (mapped == 0 || (has_limit && s->reserved + mapped > limit)) return 0;
+    if (mapped == 0 || (has_limit && s->reserved + mapped > limit) || s->reserved + mapped > A_MAX_BYTES) return 0;
     unmapped_erase(s, blk);
     s->b[blk].mapped = 1;
     if (mapped < s->b[blk].size) {
@@ -409,6 +413,7 @@ static int32_t alloc_block(Sim *s, int32_t pool, int64_t stream, int64_t size, i
                            int64_t cap, int has_limit, int64_t limit)
 {
     if (has_cap && s->reserved + alloc_size > cap) return -1;
+    if (s->reserved + alloc_size > A_MAX_BYTES) return -1;
     if (s->expandable) {
         int32_t c = find_expandable(s, pool, stream, size);
         if (c < 0) return -1;
@@ -418,6 +423,7 @@ static int32_t alloc_block(Sim *s, int32_t pool, int64_t stream, int64_t size, i
         }
         while (s->b[c].size < size) {
             int32_t nxt = s->b[c].next;
+            if (nxt < 0) return -1; /* larger than the whole reserved range */
             int64_t want = size - s->b[c].size;
             if (s->b[nxt].size < want) want = s->b[nxt].size;
             if (!map_range(s, nxt, want, limit, has_limit)) return -1;
@@ -603,6 +609,7 @@ static void garbage_collect(Sim *s)
 
 static int32_t sim_malloc(Sim *s, int64_t orig, int64_t stream, int32_t private_index, int has_hint, int64_t hint)
 {
+    if (orig > A_MAX_BYTES) return -1; /* no device serves it; rounding it could pass INT64_MAX */
     int64_t size = round_size(s, orig);
     int32_t pool = 2 * (private_index + 1) + (size <= A_SMALL_SIZE ? 1 : 0);
     int64_t alloc_size = allocation_size(size);
@@ -703,7 +710,8 @@ static PyObject *native_allocator_replay(PyObject *self, PyObject *args)
     s.rec_addr = REC; s.rec_size = REC + n_rec; s.n_rec = n_rec; s.in_step = 1;
     {
         int64_t low = lowest;
-        for (Py_ssize_t k = 0; k < n_rec; k++) if (REC[k] < low || low == 0) low = REC[k];
+        /* As AddressSpace: the lowest of all, 0 included (a segment at address 0 is one). */
+        for (Py_ssize_t k = 0; k < n_rec; k++) if (REC[k] < low) low = REC[k];
         if (!n_rec && !lowest) low = 1LL << 46;
         s.floor = (low / A_ALIGN) * A_ALIGN - A_ALIGN * 512;
     }
@@ -725,11 +733,17 @@ static PyObject *native_allocator_replay(PyObject *self, PyObject *args)
         const int64_t *blks = INI + at + 7;
         at += 7 + 4 * nblk;
         int32_t pool = (int32_t)(2 * (spool + 1) + (small ? 1 : 0));
-        int64_t base = 0, page = 0, vsize = ssize;
+        int64_t base = 0, page = 0, vsize = ssize, tail_size = 0;
         if (expand) {
             page = small ? A_SMALL_BUFFER : A_LARGE_BUFFER;
             int64_t pages = (s.va_size + page - 1) / page, need = (ssize + page - 1) / page + 1;
             if (need > pages) pages = need;
+            if (at < n_ini) { /* the range ends before the next segment (replay.py says why) */
+                int64_t room = INI[at] > saddr ? (INI[at] - saddr) / page : 0;
+                if (room < pages) pages = room;
+            }
+            tail_size = pages * page - ssize;
+            if (pages < (ssize + page - 1) / page) pages = (ssize + page - 1) / page;
             base = saddr; vsize = pages * page;
         }
         int32_t prev = -1;
@@ -752,8 +766,8 @@ static PyObject *native_allocator_replay(PyObject *self, PyObject *args)
         }
         if (cursor < saddr + ssize)
             ivec_push(&chain, new_block(&s, cursor, saddr + ssize - cursor, sstream, pool, base, page));
-        if (expand) {
-            int32_t tail = new_block(&s, saddr + ssize, vsize - ssize, sstream, pool, base, page);
+        if (tail_size > 0) {
+            int32_t tail = new_block(&s, saddr + ssize, tail_size, sstream, pool, base, page);
             s.b[tail].mapped = 0;
             ivec_push(&chain, tail);
         }
@@ -775,7 +789,7 @@ static PyObject *native_allocator_replay(PyObject *self, PyObject *args)
     }
 
     peak = s.reserved; active_at_peak = s.active; allocated_at_peak = s.allocated;
-    for (k = 0; k < n && !s.failed; k++) {
+    for (k = 0; k < n && !s.failed && !s.broken; k++) {
         int64_t kd = kind[k], event = event_c[k];
         if (until >= 0 && event > until) break;
         done_n = k + 1;
@@ -803,7 +817,9 @@ static PyObject *native_allocator_replay(PyObject *self, PyObject *args)
             }
         } else if (kd == K_FREE || kd == K_FREE_PENDING) {
             int64_t sl = slot[k];
-            if (sl >= 0 && sl <= max_slot && slots[sl] >= 0 && s.b[slots[sl]].allocated) {
+            /* Only while the block is still this allocation's (replay.py says why). */
+            if (sl >= 0 && sl <= max_slot && slots[sl] >= 0 && s.b[slots[sl]].live && s.b[slots[sl]].allocated
+                && s.b[slots[sl]].slot == sl) {
                 sim_free(&s, slots[sl], kd == K_FREE_PENDING);
                 if (kd == K_FREE) slots[sl] = -1;
             }
@@ -812,7 +828,7 @@ static PyObject *native_allocator_replay(PyObject *self, PyObject *args)
             if (sl >= 0 && sl <= max_slot && slots[sl] >= 0) {
                 int32_t blk = slots[sl];
                 slots[sl] = -1;
-                complete(&s, blk);
+                if (s.b[blk].live && s.b[blk].slot == sl) complete(&s, blk);
             }
         } else if (kd == K_EMPTY_CACHE) {
             for (Py_ssize_t at = 0; at < n_fre;) {
@@ -841,7 +857,7 @@ static PyObject *native_allocator_replay(PyObject *self, PyObject *args)
 done:;
     /* The state where the replay stopped: every block, by index (prev/next name indices). */
     LVec table = {0};
-    if (dump_state && !s.failed) {
+    if (dump_state && !s.failed && !s.broken) {
         for (Py_ssize_t q = 0; q < s.nb; q++) {
             ABlock *x = &s.b[q];
             int64_t row[10] = {q, x->live, x->addr, x->size, x->stream, (int64_t)x->allocated | ((int64_t)x->pending << 1),
@@ -852,6 +868,10 @@ done:;
     PyObject *result = NULL;
     if (s.failed) {
         PyErr_NoMemory();
+    } else if (s.broken) {
+        /* Not memory: the request stream or the state at the first event broke the model's
+         * invariants (memtui/allocator/replay.py consistent_initial keeps them). */
+        PyErr_SetString(PyExc_RuntimeError, "allocator replay: the allocator's state became inconsistent");
     } else {
         result = Py_BuildValue("(NN(LLLLLLLLL)NNN)", bytes_of(out_events.v, out_events.n), bytes_of(ooms.v, ooms.n),
                                (long long)peak, (long long)peak_event, (long long)active_at_peak,
