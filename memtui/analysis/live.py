@@ -15,6 +15,7 @@ import numpy as np
 
 from memtui.model import DeviceModel
 from memtui.model import actions as act
+from memtui.model.columns import INT64_MAX
 from memtui.model.lifetimes import NONE
 from memtui.model.segments import ALLOCATED
 from memtui.replay import block_bytes
@@ -162,4 +163,6 @@ def reserved_curve(dev: DeviceModel) -> np.ndarray:
     delta = np.zeros(n, np.int64)
     delta[events] = sign[events] * trace.size[events].astype(np.int64)
     curve = np.cumsum(delta, out=delta)
-    return curve + max(dev.reserved - int(curve[-1]), 0)
+    # Sizes near 2^63 (a hostile trace) take the snapshot's figure and the summed one apart by
+    # more than an int64 holds: the lift is kept to what one holds.
+    return curve + min(max(dev.reserved - int(curve[-1]), 0), INT64_MAX)

@@ -346,7 +346,8 @@ def _pinned_evidence(d: OomDiagnosis, headroom: int) -> None:
     f, e, p = format_bytes, d.evidence, d.pinned
     # Free memory worth counting against this request: a tenth of it or more.
     worth = d.requested * WORTH_COUNTING
-    if p and p["free"] >= worth:
+    # A request of 0 bytes or fewer (a hostile trace) finds even no pinned memory worth counting.
+    if p and p["segments"] and p["free"] >= worth:
         e.append(ev.Evidence(f"{f(p['free'])} was free inside {plural(p['segments'], 'segment')} that live blocks"
                              f" pinned, so the allocator could not release it; the largest, {f(p['largest_free'])},"
                              f" in a {f(p['segment_size'])} segment kept by {plural(p['live_blocks'], 'live block')}"

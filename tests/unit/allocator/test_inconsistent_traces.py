@@ -109,6 +109,15 @@ def test_whatif_and_the_oom_replay_answer(tmp_path, name):
     replay_ooms(snapshot, dev)
 
 
+@pytest.mark.parametrize("name", list(TRACES))
+def test_the_oom_diagnosis_answers(tmp_path, name):
+    from memtui.analysis.oom import diagnose_ooms
+
+    snapshot, dev = opened(tmp_path, name)
+    for diagnosis in diagnose_ooms(snapshot, dev.device):
+        assert diagnosis.verdict and diagnosis.evidence
+
+
 @pytest.mark.skipif(not native_replay.available, reason="memtui built without its compiled part")
 @pytest.mark.parametrize("name", list(TRACES))
 def test_both_loops_agree(tmp_path, name):
