@@ -81,7 +81,8 @@ def group_by_site(sites: np.ndarray, sizes: np.ndarray, n_sites: int) -> tuple[n
     sites = np.asarray(sites, np.int64)
     count = np.bincount(sites, minlength=n_sites).astype(np.int64)
     total = np.bincount(sites, weights=np.asarray(sizes, np.float64), minlength=n_sites)
-    return np.rint(total).astype(np.int64), count
+    with np.errstate(invalid="ignore"):  # sums past 2**63 (a file memtui check faults): no warning line
+        return np.rint(total).astype(np.int64), count
 
 
 def top_sites(site_ids: CallSites, sites: np.ndarray, sizes: np.ndarray, limit: int = 10) -> list[dict[str, Any]]:
