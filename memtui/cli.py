@@ -299,9 +299,9 @@ class _OneLineParser(argparse.ArgumentParser):
         return self.parse_args(joined)
 
     def _names_an_option(self, token: str) -> bool:
-        if token.startswith("--") or token in self._option_string_actions:
-            return True  # a long one, perhaps abbreviated, or a short one
-        return token[:2] in self._option_string_actions  # a short one with its value attached: -n5
+        # A long one (perhaps abbreviated) or exactly a short one; '-freed' is a negated filter
+        # even where -f is an option (a short option with its value attached, -n5, is a value here)
+        return token.startswith("--") or token in self._option_string_actions
 
 
 def _explorer_parser(commands: list[str]) -> argparse.ArgumentParser:

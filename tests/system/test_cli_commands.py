@@ -159,6 +159,10 @@ def test_an_option_value_may_start_with_a_dash(capsys, tmp_path):
     out = tmp_path / "x.msgpack"
     assert main(["--no-cache", "export", sample, "-f", "-action:alloc", "-o", str(out)]) == 0
     assert out.exists()
+    # A negated filter whose word starts with a short option's letter (-f, -o, -h) is still a value.
+    for word in ("-freed", "-optimizer", "-hook"):
+        assert main(["--no-cache", "export", sample, "--filter", word, "-o", str(tmp_path / "y.msgpack"),
+                     "--force"]) == 0, word
 
 
 def test_a_size_of_zero_is_said_to_be_too_small_not_no_size(capsys):

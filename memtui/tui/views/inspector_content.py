@@ -132,7 +132,7 @@ def _annotation_lines(view: DeviceView, i: int) -> list[Line]:
         if row == NONE or not target:
             return [_kv("labels", "no allocation live at this address", "warn")]
         ghost = int(notes.life[row]) == NONE
-        return [_kv("labels", target + (" (allocated before the trace)" if ghost else ""))]
+        return [_kv("labels", target + (f" ({dev.alloc_not_in_trace()})" if ghost else ""))]
     life = int(dev.lives.event_life[i])
     if life == NONE:
         return []
@@ -160,9 +160,9 @@ def _life_lines(view: DeviceView, i: int) -> list[Line]:
                 j = int(column[life])
                 if int(dev.trace.action[j]) == act.FREE_REQUESTED:
                     label = "free requested"  # the end of a trace recorded without free_completed
-                steps.append(f"{label} {j:,}")
+                steps.append(f"{label} {dev.shown_index(j):,}")
         if int(lives.start[life]) == NONE:
-            steps.insert(0, "allocated before the trace")
+            steps.insert(0, dev.alloc_not_in_trace())
         if int(lives.end[life]) == NONE:
             steps.append("still live at snapshot time")
         return [_kv("life", " → ".join(steps))]
@@ -217,7 +217,7 @@ def block_lines(view: DeviceView, state: AllocatorState, block: int, opts: Inspe
                                event=start)
         lines += forward_section(view, int(dev.trace.fwd[start]))
     elif final != NONE:
-        title = "ghost block: allocated before the trace" if ghost else "allocated (before the trace)"
+        title = ("ghost block: " if ghost else "") + dev.alloc_not_in_trace()
         if int(dev.blocks.stack[final]) < 0 and ghost:
             lines += [[(title, "section")], [("  no stack: the trace never saw this allocation", "muted")]]
         else:
@@ -254,7 +254,7 @@ def segment_lines(view: DeviceView, state: AllocatorState, segment: int, opts: I
         lines += stack_section(view, int(dev.trace.stack[start]),
                                f"segment allocated at event {dev.shown_index(start):,}", opts)
     elif final != NONE:
-        lines += stack_section(view, int(dev.segments.stack[final]), "segment allocated (before the trace)", opts)
+        lines += stack_section(view, int(dev.segments.stack[final]), f"segment {dev.alloc_not_in_trace()}", opts)
     return lines
 
 
