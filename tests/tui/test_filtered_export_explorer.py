@@ -12,16 +12,25 @@ from tests.tui.helpers import make_app, ready, settle
 SOURCE = Path(__file__).resolve().parents[2] / "sample_snapshots" / "oom_training.pickle.xz"
 
 
+def _exported(tmp_path, filter_text: str) -> Path:
+    """The source's events that ``filter_text`` keeps, exported."""
+    out = tmp_path / "filtered.msgpack"
+    assert main(["--no-cache", "export", str(SOURCE), "--filter", filter_text, "-o", str(out)]) == 0
+    return out
+
+
+async def _after_key(app, pilot, key: str):
+    """The main screen, its device and the inspector's text once ``key`` is answered."""
+    screen = await ready(app, pilot)
+    await pilot.press(key)
+    await settle(app, pilot)
+    return screen, screen.current_view.device, screen.inspector.text
+
+
 async def test_a_filtered_exports_oom_and_diff_say_they_cannot_tell(tmp_path):
-    out = tmp_path / "big_only.msgpack"
-    assert main(["--no-cache", "export", str(SOURCE), "--filter", "size>100MiB", "-o", str(out)]) == 0
-    app = make_app(out)
+    app = make_app(_exported(tmp_path, "size>100MiB"))
     async with app.run_test(size=(140, 44)) as pilot:
-        screen = await ready(app, pilot)
-        await pilot.press("o")
-        await settle(app, pilot)
-        text = screen.inspector.text
-        dev = screen.current_view.device
+        screen, dev, text = await _after_key(app, pilot, "o")
         assert f"event {dev.shown_index(screen.event_log.cursor_event):,} · OOM" in text
         assert "cannot tell" in text and "not replayed" in text and "largest free" not in text
         await pilot.press("D")
@@ -38,14 +47,8 @@ async def test_a_free_whose_alloc_was_left_out_says_so_in_the_inspector(tmp_path
     # the alloc was left out by the filter, not that it came before the trace.
     from memtui.model.snapshot import ALLOC_LEFT_OUT
 
-    out = tmp_path / "frees_only.msgpack"
-    assert main(["--no-cache", "export", str(SOURCE), "--filter", "action:free_completed", "-o", str(out)]) == 0
-    app = make_app(out)
+    app = make_app(_exported(tmp_path, "action:free_completed"))
     async with app.run_test(size=(140, 44)) as pilot:
-        screen = await ready(app, pilot)
-        await pilot.press("home")
-        await settle(app, pilot)
-        dev = screen.current_view.device
-        text = screen.inspector.text
+        screen, dev, text = await _after_key(app, pilot, "home")
         assert ALLOC_LEFT_OUT in text and "before the trace" not in text, text
         assert f"free completed {dev.shown_index(screen.event_log.cursor_event):,}" in text, text
