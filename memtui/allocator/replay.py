@@ -150,12 +150,13 @@ def replay(requests: Requests, settings: AllocatorSettings, *, limit: int | None
     """
     from memtui.allocator import native_replay
 
-    va_size = Simulator(settings, AddressSpace([], 0), device_total=device_total).va_size
-    if native is not False and not keep_state and native_replay.can_replay(requests, settings, va_size):
-        return native_replay.replay_native(
-            requests, settings, limit=limit, per_process=per_process, use_hints=use_hints, until_event=until_event,
-            series=series, va_size=va_size, hints_per_process=hints_per_process, outcome_type=Outcome,
-            dump_state=dump_state)
+    if native is not False and not keep_state:
+        va_size = Simulator(settings, AddressSpace([], 0), device_total=device_total).va_size
+        if native_replay.can_replay(requests, settings, va_size):
+            return native_replay.replay_native(
+                requests, settings, limit=limit, per_process=per_process, use_hints=use_hints,
+                until_event=until_event, series=series, va_size=va_size, hints_per_process=hints_per_process,
+                outcome_type=Outcome, dump_state=dump_state)
     stepper = Stepper(requests, settings, limit=limit, per_process=per_process, use_hints=use_hints, series=series,
                       device_total=device_total, hints_per_process=hints_per_process)
     stepper.run(until_event)

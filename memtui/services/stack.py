@@ -201,10 +201,10 @@ def allocation_lines(info: dict[str, Any]) -> list[str]:
     if info.get("block", {}).get("ghost"):
         out.append("(ghost block: live in the snapshot's segment list, but no event of the trace is its allocation: "
                    "allocated before recording began, or its alloc fell off the ring buffer)")
-    elif not info["alloc_in_trace"] and info["alloc_missing"] != ALLOC_BEFORE_TRACE:
-        out.append(f"({info['alloc_missing']})")
     elif not info["alloc_in_trace"]:
-        out.append(f"({ALLOC_BEFORE_TRACE}: its alloc fell off the ring buffer or predates recording)")
+        why = info["alloc_missing"]
+        out.append(f"({why}: its alloc fell off the ring buffer or predates recording)" if why == ALLOC_BEFORE_TRACE
+                   else f"({why})")
     for label, event in info["events"].items():
         meta = f"  [{event['user_metadata']}]" if event.get("user_metadata") else ""
         out += ["", f"{label} at event {event['index']:,}:{meta}"]
