@@ -43,6 +43,9 @@ ENDS_AS_PYTHON_DOES = SIGNALS_LEFT_ALONE
 # Commands that keep running (servers, live views, screens of several files): their cache
 # writes start as each model is built. Every other command answers first, then writes.
 WRITES_AS_BUILT = {"run", "serve", "mcp", "watch", "ranks", "diff"}
+# Commands whose files are not one snapshot opened as it is (a script, folders of ranks, files
+# still being written, servers): no scan is started for them before the imports.
+READ_OTHERWISE = RUNS_USER_CODE | SIGNALS_LEFT_ALONE | {"watch", "ranks"}
 SIGNAL_WORDS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
 if hasattr(signal, "SIGHUP"):
     SIGNAL_WORDS[signal.SIGHUP] = "hung up"
@@ -157,11 +160,51 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with signals:
             try:
+                _scan_ahead(argv)
                 return _run(argv, started, signals)
             except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM or SIGHUP (exit_signals.py)
                 return _end_interrupted(exc, signals, started)
     except KeyboardInterrupt as exc:  # one that came before the handlers were in place
         return _end_interrupted(exc, signals, started)
+    finally:
+        _stop_scan_ahead()
+
+
+def _scan_ahead(argv: list[str]) -> None:
+    """Start the compiled scan of the snapshot the command names (memtui/load/ahead.py), to
+    run while numpy and the command are imported, where the open would scan it: no model of
+    it is kept in the cache the command reads. A guess from the words alone (the parser and
+    the commands' names come with the imports): the first word after the command that names
+    a file; a wrong guess costs a scan that nobody takes, stopped as the command ends."""
+    from memtui.cache.names import default_cache_dir, has_entry
+    from memtui.commands._arguments import take_cache_options
+    from memtui.load import ahead
+
+    rest, leading = take_cache_options(argv)
+    if not rest or rest[0] in READ_OTHERWISE or rest[0].startswith("-"):
+        return
+    words = rest if os.path.isfile(rest[0]) else rest[1:]  # `memtui SNAP` or `memtui COMMAND ... SNAP`
+    path = next((word for word in words if not word.startswith("-") and os.path.isfile(word)), None)
+    if path is None:
+        return
+    no_cache, folder = leading.get("no_cache", False), leading.get("cache_dir")
+    for i, word in enumerate(rest):
+        if word == "--no-cache":
+            no_cache = True
+        elif word == "--cache-dir" and i + 1 < len(rest):
+            folder = rest[i + 1]
+        elif word.startswith("--cache-dir="):
+            folder = word.split("=", 1)[1]
+    root = os.path.abspath(folder or default_cache_dir())
+    ahead.start(path, unless=None if no_cache else lambda: has_entry(root, path))
+
+
+def _stop_scan_ahead() -> None:
+    """A scan that no open took stops as the command ends (none was started where the
+    module was never imported: ``memtui --help``)."""
+    started = sys.modules.get("memtui.load.ahead")
+    if started is not None:
+        started.discard()
 
 
 def _spare_blas_threads(argv: list[str]) -> None:

@@ -19,7 +19,7 @@ from typing import Protocol
 
 import numpy as np
 
-from memtui.load import ProgressFn, SourceInfo, inspect_source, read_snapshot
+from memtui.load import ProgressFn, SourceInfo, ahead, inspect_source, read_snapshot
 from memtui.load.fast import FastFallback, Scanned, scan_snapshot
 from memtui.load.fast import available as fast_available
 from memtui.load.normalize import normalize
@@ -61,6 +61,7 @@ def open_snapshot(
     if cache is not None:
         found = cache.load(path)
         if found is not None:
+            ahead.discard()  # a scan the command line started, guessing there was no model kept
             if progress is not None:
                 progress("indexing", 1, 1)
             return found

@@ -22,13 +22,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from memtui.atomic import remove_orphaned_temp_files, remove_own_temp_files, remove_quietly, touch_quietly
-from memtui.cache.fileformat import FORMAT_VERSION, CorruptCache, WriteStopped, read_cache_file, write_cache_file
-from memtui.cache.fingerprint import EDGE_BYTES, file_fingerprint
-from memtui.cache.layout import put_together, schema_signature, take_apart
+from memtui.cache.names import ENTRY_SUFFIX, FORMAT_VERSION, default_cache_dir, entry_key, format_folder
+
+# The file format and the model's layout (numpy, the model) are imported where an entry is
+# read or written, not here: the command line reads this package's names before numpy is
+# imported (memtui/cache/names.py).
 
 log = logging.getLogger("memtui.cache")
 
-_EDGE = EDGE_BYTES  # bytes hashed at each end of the snapshot
 KEEP_FILES = 8  # the least recently used files beyond this many are removed
 _STALE_TEMP_S = 3600
 ABANDON_WAIT_S = 2.0  # how long a process ending on a signal waits for its writers to clean up
@@ -55,11 +56,6 @@ def _wait_for(done: threading.Event) -> None:
         pass
 
 
-def default_cache_dir() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "memtui")
-
-
 def beside_entry(cache: ModelCache | None, source, name: str) -> str | None:
     """The path of a file kept beside ``source``'s model entry (``<key>.<name>``: pruned with
     it), or None where there is no cache to use or ``source`` cannot be read."""
@@ -80,7 +76,7 @@ class ModelCache:
 
     def __init__(self, folder: str | None = None, warn: Callable[[str], None] = _stderr_warning) -> None:
         self.root = os.path.abspath(folder or default_cache_dir())
-        self.folder = os.path.join(self.root, f"v{FORMAT_VERSION}")
+        self.folder = format_folder(self.root)
         self._warn = warn
         self.disabled = False
         self._writers: list[threading.Event] = []  # set by each background writer as it ends
@@ -90,15 +86,20 @@ class ModelCache:
         self._lock = threading.Lock()
 
     def key(self, path: str | os.PathLike) -> str:
-        return file_fingerprint(path, schema_signature(), _EDGE)
+        from memtui.cache.layout import schema_signature
+
+        return entry_key(path, schema_signature())
 
     def path_for(self, path: str | os.PathLike) -> str:
-        return os.path.join(self.folder, self.key(path) + ".mtc")
+        return os.path.join(self.folder, self.key(path) + ENTRY_SUFFIX)
 
     def load(self, path: str | os.PathLike):
         """The cached Snapshot of ``path``, or None (absent, stale, corrupt or unreadable)."""
         if self.disabled:
             return None
+        from memtui.cache.fileformat import CorruptCache, read_cache_file
+        from memtui.cache.layout import put_together
+
         try:
             entry = self.path_for(path)
         except OSError:
@@ -107,7 +108,7 @@ class ModelCache:
             return None
         try:
             arrays, meta = read_cache_file(entry)
-            if meta.get("key") != os.path.basename(entry)[:-4]:
+            if meta.get("key") != os.path.basename(entry)[:-len(ENTRY_SUFFIX)]:
                 raise CorruptCache("written for another snapshot")
             snapshot = put_together(arrays, meta, os.fspath(path))
         except (CorruptCache, KeyError, TypeError, ValueError, IndexError, OverflowError) as exc:
@@ -239,8 +240,11 @@ class ModelCache:
     def _write(self, entry: str, snapshot) -> None:
         if self._abandoned.is_set():
             return
+        from memtui.cache.fileformat import WriteStopped, write_cache_file
+        from memtui.cache.layout import take_apart
+
         arrays, meta = take_apart(snapshot)
-        meta["key"] = os.path.basename(entry)[:-4]
+        meta["key"] = os.path.basename(entry)[:-len(ENTRY_SUFFIX)]
         try:
             write_cache_file(entry, arrays, meta, stop=self._abandoned.is_set)
         except WriteStopped:
@@ -273,16 +277,16 @@ class ModelCache:
             if name.startswith(".tmp-"):
                 if now - st.st_mtime > _STALE_TEMP_S:  # left by a process that was killed
                     remove_quietly(full)
-            elif name.endswith(".mtc") and full != keep:
+            elif name.endswith(ENTRY_SUFFIX) and full != keep:
                 entries.append((st.st_mtime, full))
         for _, full in sorted(entries, reverse=True)[KEEP_FILES - 1:]:
             remove_quietly(full)
         try:
-            kept = {name[:-4] for name in os.listdir(self.folder) if name.endswith(".mtc")}
+            kept = {name[:-len(ENTRY_SUFFIX)] for name in os.listdir(self.folder) if name.endswith(ENTRY_SUFFIX)}
         except OSError:
             return
         for name in names:  # what is kept beside an entry (the explorer's curves) goes with it
-            if not name.startswith(".") and not name.endswith(".mtc") and name.split(".", 1)[0] not in kept:
+            if not name.startswith(".") and not name.endswith(ENTRY_SUFFIX) and name.split(".", 1)[0] not in kept:
                 remove_quietly(os.path.join(self.folder, name))
         self._remove_older_formats()
 

@@ -32,13 +32,13 @@ import numpy as np
 
 from memtui.atomic import make_temp_file, temp_file_done
 from memtui.cache.checksum import checksum
+from memtui.cache.names import FORMAT_VERSION
 from memtui.cores import usable_cores
 from memtui.load.opcode_check import OpcodeCheck
 from memtui.load.safe_pickle import RestrictedUnpickler
 from memtui.load.source import NotRegularFile, open_regular_file
 
 MAGIC = b"MEMTUI\x00C"
-FORMAT_VERSION = 4  # 4: the pieces' checksums in place of crc32s
 _HEADER = struct.Struct("<8sIQIQ")
 _ALIGN = 4096
 _PIECE = 8 << 20  # a write stops within one piece of being asked to

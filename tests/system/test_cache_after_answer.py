@@ -14,16 +14,16 @@ from tests.fixtures.tiny_snapshot import write_tiny_snapshot
 
 MARKED_WRITE = """
 import sys
-import memtui.cache as cache
+import memtui.cache.fileformat as fileformat
 
-real_write = cache.write_cache_file
+real_write = fileformat.write_cache_file
 
 def marked(*args, **kwargs):
     sys.stderr.write("CACHE-WRITE-BEGINS\\n")
     sys.stderr.flush()
     return real_write(*args, **kwargs)
 
-cache.write_cache_file = marked
+fileformat.write_cache_file = marked  # the cache imports it where it writes
 from memtui.cli import main
 sys.exit(main(sys.argv[1:]))
 """

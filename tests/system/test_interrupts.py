@@ -35,7 +35,7 @@ import memtui.cache
 import memtui.cache.fileformat as fileformat
 fileformat._PIECE = {piece}
 real_store = fileformat._store_piece
-real_write = memtui.cache.write_cache_file
+real_write = fileformat.write_cache_file
 counter = itertools.count(1)
 told = []
 
@@ -52,7 +52,7 @@ def write(path, arrays, meta, stop):
     return real_write(path, arrays, meta, stop=stop)
 
 fileformat._store_piece = delayed
-memtui.cache.write_cache_file = write
+fileformat.write_cache_file = write  # the cache imports it where it writes
 from memtui.cli import main
 sys.exit(main(sys.argv[1:]))
 """

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memtui.cores import usable_cores
+from memtui.load import ahead
+from memtui.load.ahead import scan_threads
 from memtui.load.changes import check_unchanged, file_state
 from memtui.load.limits import MAX_COMPRESSED_ITEM, GuardedStream, InflationRefused
 from memtui.load.progress_relay import ProgressRelay
-from memtui.load.source import ProgressFn, inspect_source, open_unguarded
+from memtui.load.source import ProgressFn, SourceInfo, inspect_source, open_unguarded
 
 try:
     from memtui import _native
@@ -90,6 +91,15 @@ def scan_snapshot(path: str | os.PathLike, progress: ProgressFn | None = None) -
     info = inspect_source(path)
     before = file_state(info.path)
     relay = ProgressRelay(progress) if progress is not None else None
+    # A scan of this very file the command line started before the imports (ahead.py), else one here.
+    result = ahead.take(before, relay) if info.compression is None else None
+    if result is None:
+        result = _scan_here(info, relay)
+    check_unchanged(info.path, before, os.path.basename(info.path))
+    return _scanned(result)
+
+
+def _scan_here(info: SourceInfo, relay: ProgressRelay | None) -> dict:
     scanner = _native.Scanner()
     try:
         total = _feed_all(scanner, info, relay)
@@ -102,17 +112,7 @@ def scan_snapshot(path: str | os.PathLike, progress: ProgressFn | None = None) -
         raise FastFallback("not enough memory") from None
     finally:
         del scanner
-    check_unchanged(info.path, before, os.path.basename(info.path))
-    return _scanned(result)
-
-
-def scan_threads() -> int:
-    """Cores the scanner may use: those this process may run on (``MEMTUI_SCAN_THREADS``
-    overrides; 1 reads in order)."""
-    wanted = os.environ.get("MEMTUI_SCAN_THREADS")
-    if wanted and wanted.isdigit() and int(wanted) > 0:
-        return int(wanted)
-    return usable_cores()
+    return result
 
 
 def _feed_all(scanner, info, relay) -> int:

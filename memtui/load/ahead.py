@@ -1,0 +1,163 @@
+"""The compiled scan of the snapshot a command names, started before numpy and the analyses
+are imported.
+
+On a host of many cores the scan of a large uncompressed pickle takes about as long as
+starting memtui does (numpy, the model, the analyses: 0.1-0.15 s), and it needs none of
+them: started first, on a thread of its own, it runs while they are imported, and the open
+that follows (memtui/load/fast) takes its result instead of scanning again.
+
+It is only a head start. The open decides everything as it always does: it takes the
+result only for the very file it opens (same file, size and modification time as when the
+scan started) and only from a scan that finished; whatever else happened (a file the
+scanner hands over, a change to the file, an error, a scan never asked for) leaves the open
+to scan by itself, so every answer and every error is the one the open alone gives.
+
+Nothing here imports numpy (a test watches it): the command line calls :func:`start` before
+anything heavy is imported.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from collections.abc import Callable
+
+from memtui.cores import usable_cores
+from memtui.load.changes import FileState, file_state
+from memtui.load.source import MAGIC
+
+try:
+    from memtui import _native
+except ImportError:  # built without a C compiler: nothing to start
+    _native = None
+
+# Measured (docs/performance.md): on 2 cores the scan's threads and the imports share the
+# cores, and the process took as long (1M events) or 5% longer (10M); from 4 cores the
+# imports run beside the scan. Below MIN_BYTES the scan is over before it could overlap much.
+MIN_CORES = 4
+MIN_BYTES = 32 << 20
+WAIT_STEP_S = 0.05  # how often a progress callback hears from a scan it waits for
+
+
+def scan_threads() -> int:
+    """Cores the scanner may use: those this process may run on (``MEMTUI_SCAN_THREADS``
+    overrides; 1 reads in order)."""
+    wanted = os.environ.get("MEMTUI_SCAN_THREADS")
+    if wanted and wanted.isdigit() and int(wanted) > 0:
+        return int(wanted)
+    return usable_cores()
+
+
+class _Stopped(Exception):
+    """Raised into the scanner by its progress callback: the scan is no longer wanted."""
+
+
+class _Scan:
+    """One scan on a thread of its own; ``result`` is the scanner's, or None when it failed."""
+
+    def __init__(self, path: str, state: FileState, threads: int) -> None:
+        self.path, self.state, self.size, self.threads = path, state, state[2], threads
+        self.done_bytes = 0
+        self.result: dict | None = None
+        self.finished = threading.Event()
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="memtui-scan-ahead", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ask the scan to end at its next report (a few milliseconds), and forget its result."""
+        self._stop = True
+        self.result = None
+
+    def _progress(self, stage: str, done: int, total: int) -> None:
+        self.done_bytes = done
+        if self._stop:
+            raise _Stopped
+
+    def _run(self) -> None:
+        try:
+            scanner = _native.Scanner()
+            with open(self.path, "rb", buffering=0) as fh:
+                st = os.fstat(fh.fileno())  # the file opened is the one looked at, or no scan
+                if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != self.state:
+                    return
+                scanner.scan_file(fh.fileno(), self.size, self.threads, self._progress)
+            result = scanner.finish(self.size)
+            result["parallel"] = scanner.parallel
+            if not self._stop:
+                self.result = result
+        except Exception:  # noqa: BLE001 - the open scans again and says what is wrong
+            self.result = None
+        finally:
+            self.finished.set()
+
+
+_started: _Scan | None = None
+_lock = threading.Lock()
+
+
+def start(path: str, unless: Callable[[], bool] | None = None) -> bool:
+    """Start scanning ``path`` on a thread if the open that follows would scan it with the
+    compiled scanner on enough cores: a large regular file that is an uncompressed pickle,
+    and ``unless`` (asked last: it may read the file) says no. True when a scan started."""
+    global _started
+    if _native is None or os.environ.get("MEMTUI_NO_NATIVE"):
+        return False
+    threads = scan_threads()
+    if threads < MIN_CORES:
+        return False
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size < MIN_BYTES:
+            return False
+        with open(path, "rb", buffering=0) as fh:
+            head = fh.read(8)
+    except OSError:
+        return False
+    if not head.startswith(b"\x80") or any(head.startswith(magic) for magic in MAGIC):
+        return False  # compressed, or not a pickle: the open reads it another way
+    state = file_state(path)
+    if state is None or (unless is not None and unless()):
+        return False
+    scan = _Scan(os.fspath(path), state, threads)
+    with _lock:
+        if _started is not None:
+            return False
+        _started = scan
+    scan.start()
+    return True
+
+
+def take(state: FileState | None, progress: Callable[[str, int, int], None] | None = None) -> dict | None:
+    """The scanner's result for the file whose state (memtui.load.changes.file_state) the
+    open took before reading, if a scan of that very file was started and succeeds; else None
+    (and the open scans by itself). Waits for a scan still running, telling ``progress``
+    how far it is; what ``progress`` raises (a cancel) stops the scan and goes on up."""
+    global _started
+    with _lock:
+        scan, _started = _started, None
+    if scan is None:
+        return None
+    if state is None or scan.state != state:
+        scan.stop()
+        return None
+    try:
+        while not scan.finished.wait(WAIT_STEP_S):
+            if progress is not None:
+                progress("reading", scan.done_bytes, scan.size)
+    except BaseException:
+        scan.stop()  # a cancel, Ctrl-C: the scan ends too
+        raise
+    return scan.result
+
+
+def discard() -> None:
+    """Stop a scan nobody took (a model found in the cache, a command that read otherwise)."""
+    global _started
+    with _lock:
+        scan, _started = _started, None
+    if scan is not None:
+        scan.stop()

@@ -1,0 +1,217 @@
+"""The scan started before the imports (memtui/load/ahead.py): the open takes its result only
+for the very file it opens and only from a scan that succeeded; anything else leaves the
+open to scan by itself, with the same model and the same errors."""
+
+from __future__ import annotations
+
+import lzma
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from memtui import cli
+from memtui.cache import ModelCache
+from memtui.cache.names import file_part, has_entry
+from memtui.errors import SnapshotError
+from memtui.load import ahead, fast
+from memtui.load.changes import file_state
+from memtui.open import open_snapshot
+from tests.fixtures.model_equality import assert_same_model
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "sample_snapshots" / "oom_training.pickle.xz"
+
+pytestmark = pytest.mark.skipif(not fast.available(), reason="the compiled scanner is not built")
+
+
+@pytest.fixture
+def snapshot(tmp_path) -> Path:
+    path = tmp_path / "oom_training.pickle"
+    with lzma.open(SAMPLE) as src, open(path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def any_file_any_cores(monkeypatch):
+    """Small files and this machine's cores are enough to start a scan; none is left over."""
+    monkeypatch.setattr(ahead, "MIN_BYTES", 1)
+    monkeypatch.setattr(ahead, "MIN_CORES", 1)
+    monkeypatch.setenv("MEMTUI_SCAN_THREADS", "4")
+    ahead.discard()
+    yield
+    ahead.discard()
+
+
+@pytest.fixture
+def scans_here(monkeypatch) -> list[str]:
+    """The paths the open scanned by itself."""
+    calls: list[str] = []
+    real = fast._scan_here
+
+    def counted(info, relay):
+        calls.append(info.path)
+        return real(info, relay)
+    monkeypatch.setattr(fast, "_scan_here", counted)
+    return calls
+
+
+def test_the_open_takes_the_scan_started_ahead(snapshot, scans_here):
+    want = open_snapshot(snapshot)
+    assert scans_here == [str(snapshot)]
+    assert ahead.start(str(snapshot))
+    got = open_snapshot(snapshot)
+    assert scans_here == [str(snapshot)]  # not scanned again
+    assert_same_model(got, want)
+    open_snapshot(snapshot)  # a second open scans by itself: the scan ahead is taken once
+    assert len(scans_here) == 2
+
+
+def test_a_file_changed_after_the_scan_started_is_scanned_again(snapshot, scans_here):
+    assert ahead.start(str(snapshot))
+    assert ahead._started.finished.wait(30)  # the scan of the file as it was is done
+    stat = os.stat(snapshot)
+    os.utime(snapshot, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    open_snapshot(snapshot)
+    assert scans_here == [str(snapshot)]
+
+
+def test_a_file_the_scanner_hands_over_gets_the_open_s_own_error(tmp_path, scans_here):
+    path = tmp_path / "list.pickle"
+    path.write_bytes(pickle.dumps(list(range(1000)), protocol=4))
+    with pytest.raises(SnapshotError) as alone:
+        open_snapshot(path)
+    assert ahead.start(str(path))
+    with pytest.raises(SnapshotError) as after_ahead:
+        open_snapshot(path)
+    assert str(after_ahead.value) == str(alone.value)
+
+
+def test_progress_is_told_while_waiting_and_a_cancel_stops_the_scan(snapshot, monkeypatch):
+    monkeypatch.setattr(ahead, "WAIT_STEP_S", 0.001)
+    real_scan = ahead._Scan._run
+
+    def slow(scan):  # long enough for the open to wait on it
+        time.sleep(0.2)
+        real_scan(scan)
+    monkeypatch.setattr(ahead._Scan, "_run", slow)
+    assert ahead.start(str(snapshot))
+    scan = ahead._started
+    told = []
+
+    def cancel(stage, done, total):
+        told.append((stage, total))
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        ahead.take(file_state(snapshot), cancel)
+    assert told == [("reading", os.path.getsize(snapshot))]
+    assert scan.finished.wait(10)
+    assert scan.result is None
+
+
+def test_a_scan_nobody_takes_is_stopped(snapshot, monkeypatch):
+    gate = threading.Event()
+    real_scan = ahead._Scan._run
+
+    def held(scan):  # the scan waits here until it has been told to stop
+        gate.wait(10)
+        real_scan(scan)
+    monkeypatch.setattr(ahead._Scan, "_run", held)
+    assert ahead.start(str(snapshot))
+    scan = ahead._started
+    ahead.discard()
+    gate.set()
+    assert scan.finished.wait(30)
+    assert scan.result is None and ahead._started is None
+    assert ahead.take(file_state(snapshot)) is None
+
+
+def test_nothing_starts_where_the_open_would_not_scan_on_many_cores(tmp_path, snapshot, monkeypatch):
+    compressed = tmp_path / "s.pickle.xz"
+    compressed.write_bytes(lzma.compress(snapshot.read_bytes()))
+    text = tmp_path / "notes.txt"
+    text.write_text("not a pickle")
+    assert not ahead.start(str(compressed))
+    assert not ahead.start(str(text))
+    assert not ahead.start(str(tmp_path))
+    assert not ahead.start(str(tmp_path / "missing.pickle"))
+    monkeypatch.setattr(ahead, "MIN_BYTES", os.path.getsize(snapshot) + 1)
+    assert not ahead.start(str(snapshot))
+    monkeypatch.setattr(ahead, "MIN_BYTES", 1)
+    monkeypatch.setattr(ahead, "MIN_CORES", 5)
+    assert not ahead.start(str(snapshot))
+    monkeypatch.setattr(ahead, "MIN_CORES", 1)
+    monkeypatch.setenv("MEMTUI_NO_NATIVE", "1")
+    assert not ahead.start(str(snapshot))
+    monkeypatch.delenv("MEMTUI_NO_NATIVE")
+    assert not ahead.start(str(snapshot), unless=lambda: True)
+    assert ahead.start(str(snapshot), unless=lambda: False)
+    assert not ahead.start(str(snapshot))  # one at a time
+
+
+@pytest.fixture
+def started(monkeypatch) -> list[str]:
+    calls: list[str] = []
+    def start(path, unless=None):
+        if unless is None or not unless():
+            calls.append(path)
+        return False
+    monkeypatch.setattr(ahead, "start", start)
+    return calls
+
+
+@pytest.mark.parametrize("words", [
+    ["{f}"], ["info", "{f}"], ["info", "--json", "{f}"], ["--no-cache", "oom", "{f}", "--json"],
+    ["export", "{f}", "-o", "out.msgpack"], ["diff", "--at-a", "3", "{f}", "{f}"],
+])
+def test_the_command_line_scans_the_snapshot_a_command_names(snapshot, tmp_path, started, words):
+    cli._scan_ahead([w.format(f=snapshot) for w in words] + ["--cache-dir", str(tmp_path / "cache")])
+    assert started == [str(snapshot)]
+
+
+@pytest.mark.parametrize("words", [
+    ["run", "{f}"], ["serve", "{f}"], ["mcp", "{f}"], ["watch", "{f}"], ["ranks", "{f}"], ["info"], ["--help"],
+    ["info", "missing.pickle"], [],
+])
+def test_nor_where_it_would_not_open_that_file(snapshot, tmp_path, started, words):
+    cli._scan_ahead([w.format(f=snapshot) for w in words])
+    assert started == []
+
+
+def test_nor_where_the_cache_keeps_a_model_of_it(snapshot, tmp_path, started):
+    folder = tmp_path / "cache"
+    cli._scan_ahead(["info", str(snapshot), "--cache-dir", str(folder)])
+    cache = ModelCache(str(folder))
+    cache.store(snapshot, open_snapshot(snapshot))
+    assert has_entry(str(folder), snapshot)
+    cli._scan_ahead(["info", str(snapshot), "--cache-dir", str(folder)])
+    cli._scan_ahead(["--cache-dir", str(folder), "info", str(snapshot)])
+    cli._scan_ahead(["info", str(snapshot), f"--cache-dir={folder}"])
+    assert started == [str(snapshot)]  # the first, before the model was kept
+    cli._scan_ahead(["info", str(snapshot), "--cache-dir", str(folder), "--no-cache"])
+    assert started == [str(snapshot)] * 2
+
+
+def test_the_cache_names_an_entry_by_the_file_then_the_schema(snapshot, tmp_path):
+    cache = ModelCache(str(tmp_path / "cache"))
+    key = cache.key(snapshot)
+    assert key.startswith(file_part(snapshot)) and len(key) == 40
+    cache.store(snapshot, open_snapshot(snapshot))
+    assert os.listdir(cache.folder) == [key + ".mtc"]
+    other = tmp_path / "other.pickle"
+    other.write_bytes(snapshot.read_bytes() + b"\0")
+    assert has_entry(cache.root, snapshot) and not has_entry(cache.root, other)
+    assert not has_entry(str(tmp_path / "nowhere"), snapshot)
+
+
+def test_the_early_modules_import_no_numpy():
+    code = ("import sys; import memtui.cli, memtui.load.ahead, memtui.cache.names; "
+            "sys.exit('numpy' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=60).returncode == 0
