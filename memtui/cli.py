@@ -43,9 +43,10 @@ ENDS_AS_PYTHON_DOES = SIGNALS_LEFT_ALONE
 # Commands that keep running (servers, live views, screens of several files): their cache
 # writes start as each model is built. Every other command answers first, then writes.
 WRITES_AS_BUILT = {"run", "serve", "mcp", "watch", "ranks", "diff"}
-# Commands whose files are not one snapshot opened as it is (a script, folders of ranks, files
-# still being written, servers): no scan is started for them before the imports.
-READ_OTHERWISE = RUNS_USER_CODE | SIGNALS_LEFT_ALONE | {"watch", "ranks"}
+# Commands whose files are not one snapshot opened through the model (a script, folders of
+# ranks, files still being written, servers, convert's plain read): no scan is started for
+# them before the imports (a test runs every other command and sees it take the scan).
+READ_OTHERWISE = RUNS_USER_CODE | SIGNALS_LEFT_ALONE | {"watch", "ranks", "convert"}
 SIGNAL_WORDS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
 if hasattr(signal, "SIGHUP"):
     SIGNAL_WORDS[signal.SIGHUP] = "hung up"

@@ -32,10 +32,11 @@ try:
 except ImportError:  # built without a C compiler: nothing to start
     _native = None
 
-# Measured (docs/performance.md): on 2 cores the scan's threads and the imports share the
-# cores, and the process took as long (1M events) or 5% longer (10M); from 4 cores the
-# imports run beside the scan. Below MIN_BYTES the scan is over before it could overlap much.
-MIN_CORES = 4
+# Measured (docs/performance.md): from 2 cores the imports run beside the scan's threads
+# (`info --no-cache` at 1M events 0.94x on 2 cores, 0.71-0.81x on 4 to 16; at 10M 1.01x on 2,
+# 0.89x on 16); on one core the scan reads in order holding the GIL, and the imports would
+# wait for it. Below MIN_BYTES the scan is over before it could overlap much.
+MIN_CORES = 2
 MIN_BYTES = 32 << 20
 WAIT_STEP_S = 0.05  # how often a progress callback hears from a scan it waits for
 

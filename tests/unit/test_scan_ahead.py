@@ -215,3 +215,28 @@ def test_the_early_modules_import_no_numpy():
     code = ("import sys; import memtui.cli, memtui.load.ahead, memtui.cache.names; "
             "sys.exit('numpy' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=60).returncode == 0
+
+
+# What each command needs besides its snapshot to open it.
+MORE_WORDS = {"stack": ["0x0"], "diff": ["{f}"], "export": ["-o", "{out}"]}
+
+
+def test_every_command_that_is_sent_a_scan_takes_it(snapshot, tmp_path, monkeypatch, capsys):
+    taken = []
+    real_take = ahead.take
+
+    def recorded(state, progress=None):
+        result = real_take(state, progress)
+        taken.append(result is not None)
+        return result
+    monkeypatch.setattr(ahead, "take", recorded)
+    for name in cli.command_names():
+        if name in cli.READ_OTHERWISE:
+            continue
+        taken.clear()
+        words = [name, str(snapshot)] + [w.format(f=snapshot, out=tmp_path / f"{name}.msgpack")
+                                         for w in MORE_WORDS.get(name, [])]
+        cli.main(words + ["--no-cache"])
+        assert taken[:1] == [True], name
+        assert ahead._started is None
+    capsys.readouterr()
