@@ -32,13 +32,18 @@ def mark(name):
     now = time.time()
     marks[name] = now - begun
     begun = now
+path, cache_dir = sys.argv[1], sys.argv[2]
+ahead_started = False
+if cache_dir == "-":  # as the command line does before its imports (memtui/cli.py, _scan_ahead)
+    from memtui.load import ahead
+    ahead_started = ahead.start(path)
+    mark("scan started before the imports" if ahead_started else "(no scan before the imports)")
 import io, contextlib
 from memtui.cli import find_command
 command = find_command("info")
 import memtui.commands._common, memtui.open
 from memtui.services.info import render_text, summarize
-mark("imports")
-path, cache_dir = sys.argv[1], sys.argv[2]
+mark("imports" + (" (the scan runs meanwhile)" if ahead_started else ""))
 if cache_dir == "-":
     from memtui.load.shape import check_start
     from memtui.load.source import inspect_source
@@ -52,9 +57,15 @@ if cache_dir == "-":
     total = time.time() - begun
     steps = {"scan: in order (the first entries; on one core, all)": "prefix_s",
              "scan: workers (and the ranges merged meanwhile)": "workers_s", "scan: merge after the workers": "merge_s"}
-    for name, step in steps.items():
-        marks[name] = scanned.parallel[step]
-    marks["scan: the rest (the file's end, detached check)"] = total - sum(scanned.parallel[s] for s in steps.values())
+    if ahead_started:  # the scanner's own steps ran partly under the imports: shown apart, in brackets
+        marks["scan: what was left of it after the imports"] = total
+        for name, step in steps.items():
+            marks[f"({name})"] = scanned.parallel[step]
+    else:
+        for name, step in steps.items():
+            marks[name] = scanned.parallel[step]
+        rest = total - sum(scanned.parallel[s] for s in steps.values())
+        marks["scan: the rest (the file's end, detached check)"] = rest
     if scanned.parallel["range_s"]:  # how evenly the ranges' threads shared the workers' time
         marks["(range threads: the quickest)"] = min(scanned.parallel["range_s"])
         marks["(range threads: the slowest)"] = max(scanned.parallel["range_s"])

@@ -35,9 +35,8 @@ except ImportError:  # built without a C compiler: nothing to start
 # Measured (docs/performance.md): from 2 cores the imports run beside the scan's threads
 # (`info --no-cache` at 1M events 0.94x on 2 cores, 0.71-0.81x on 4 to 16; at 10M 1.01x on 2,
 # 0.89x on 16); on one core the scan reads in order holding the GIL, and the imports would
-# wait for it. Below MIN_BYTES the scan is over before it could overlap much.
+# wait for it.
 MIN_CORES = 2
-MIN_BYTES = 32 << 20
 WAIT_STEP_S = 0.05  # how often a progress callback hears from a scan it waits for
 
 
@@ -48,6 +47,15 @@ def scan_threads() -> int:
     if wanted and wanted.isdigit() and int(wanted) > 0:
         return int(wanted)
     return usable_cores()
+
+
+def _read_by_workers(size: int) -> bool:
+    """Whether the scanner reads a file of ``size`` bytes with workers: two ranges of its
+    smallest (src/memtui_native/parallel.c, MIN_RANGE: 32 MB). A smaller file it reads in
+    order on the calling thread, holding the GIL, and the imports it was to run beside would
+    wait for it."""
+    min_range = _native._parallel_limits()[1]  # called without arguments, it changes nothing
+    return size >= 2 * min_range
 
 
 class _Stopped(Exception):
@@ -102,7 +110,7 @@ _lock = threading.Lock()
 
 def start(path: str, unless: Callable[[], bool] | None = None) -> bool:
     """Start scanning ``path`` on a thread if the open that follows would scan it with the
-    compiled scanner on enough cores: a large regular file that is an uncompressed pickle,
+    compiled scanner's workers: a regular file, an uncompressed pickle, large enough,
     and ``unless`` (asked last: it may read the file) says no. True when a scan started."""
     global _started
     if _native is None or os.environ.get("MEMTUI_NO_NATIVE"):
@@ -112,7 +120,7 @@ def start(path: str, unless: Callable[[], bool] | None = None) -> bool:
         return False
     try:
         st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode) or st.st_size < MIN_BYTES:
+        if not stat.S_ISREG(st.st_mode) or not _read_by_workers(st.st_size):
             return False
         with open(path, "rb", buffering=0) as fh:
             head = fh.read(8)

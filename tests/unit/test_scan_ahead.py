@@ -42,7 +42,7 @@ def snapshot(tmp_path) -> Path:
 @pytest.fixture(autouse=True)
 def any_file_any_cores(monkeypatch):
     """Small files and this machine's cores are enough to start a scan; none is left over."""
-    monkeypatch.setattr(ahead, "MIN_BYTES", 1)
+    monkeypatch.setattr(ahead, "_read_by_workers", lambda size: True)
     monkeypatch.setattr(ahead, "MIN_CORES", 1)
     monkeypatch.setenv("MEMTUI_SCAN_THREADS", "4")
     ahead.discard()
@@ -142,9 +142,9 @@ def test_nothing_starts_where_the_open_would_not_scan_on_many_cores(tmp_path, sn
     assert not ahead.start(str(text))
     assert not ahead.start(str(tmp_path))
     assert not ahead.start(str(tmp_path / "missing.pickle"))
-    monkeypatch.setattr(ahead, "MIN_BYTES", os.path.getsize(snapshot) + 1)
+    monkeypatch.setattr(ahead, "_read_by_workers", lambda size: False)
     assert not ahead.start(str(snapshot))
-    monkeypatch.setattr(ahead, "MIN_BYTES", 1)
+    monkeypatch.setattr(ahead, "_read_by_workers", lambda size: True)
     monkeypatch.setattr(ahead, "MIN_CORES", 5)
     assert not ahead.start(str(snapshot))
     monkeypatch.setattr(ahead, "MIN_CORES", 1)
@@ -154,6 +154,17 @@ def test_nothing_starts_where_the_open_would_not_scan_on_many_cores(tmp_path, sn
     assert not ahead.start(str(snapshot), unless=lambda: True)
     assert ahead.start(str(snapshot), unless=lambda: False)
     assert not ahead.start(str(snapshot))  # one at a time
+
+
+def test_a_file_is_scanned_ahead_only_if_the_scanner_reads_it_with_workers(monkeypatch):
+    """Smaller, it reads in order holding the GIL, and the imports would wait for it."""
+    from memtui import _native
+
+    monkeypatch.undo()  # the rule itself, not the fixture's stand-in
+    min_range = _native._parallel_limits()[1]
+    assert not ahead._read_by_workers(2 * min_range - 1)
+    assert ahead._read_by_workers(2 * min_range)
+    assert _native._parallel_limits()[1] == min_range  # asking changed nothing
 
 
 @pytest.fixture
