@@ -51,6 +51,12 @@ def headline(report: CycleReport) -> str:
     return f"device {report.device}: no reference cycles ({how})"
 
 
+def burst_how(cause: str, confidence: str, order: str) -> str:
+    """How a burst freed, as every view words it: the collector's free order for a reference
+    cycle, else the burst's cause and the confidence in it ("refcount (medium)")."""
+    return order if cause == CYCLE_CAUSE else f"{cause} ({confidence})"
+
+
 def burst_table(key: str, report: CycleReport, bursts: list[Burst], last_column: str, title: str = "",
                 limit: int | None = None) -> Table:
     """A row per burst, from its first free; ``last``: how it was freed and where."""
@@ -59,8 +65,8 @@ def burst_table(key: str, report: CycleReport, bursts: list[Burst], last_column:
                Column("order", "text"), Column("collected_at", "text", "collected at"), Column("cause", "text"),
                Column("confidence", "text"), Column("last", "text", last_column))
     rows = [(b.index, report.seconds_into_trace(b), b.bytes, b.lives, b.allocated_before, b.allocated_after, b.order,
-             b.collected_at, b.cause, b.confidence, f"{b.order}, {b.collected_at}" if b.cause == CYCLE_CAUSE
-             else f"{b.cause} ({b.confidence}), {b.collected_at}") for b in bursts]
+             b.collected_at, b.cause, b.confidence, f"{burst_how(b.cause, b.confidence, b.order)}, {b.collected_at}")
+            for b in bursts]
     heading = (f"{'event':>9} {'time':>10} {'freed':>11} {'lives':>6} {'peak before':>12} {'after':>11}"
                f"  {last_column}")
     return Table(key, space=True, columns=columns, rows=rows, title=title, heading=heading,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memtui.analysis.diff import diff_views, view_at_end
+from memtui.report.cycles import cycles_report
 from memtui.tui.app import MemtuiApp
 from memtui.tui.diff_app import DiffApp
 from memtui.tui.screens.analysis_base import AnalysisScreen
@@ -118,8 +119,11 @@ async def test_cycles_lists_the_bursts_with_another_cause_the_command_lists():
         assert table.row_count == len(result.other_bursts)
         assert [str(table.get_row_at(r)[0]) for r in range(table.row_count)] == \
             [f"{b.index:,}" for b in result.other_bursts]
-        assert all(f"({b.cause}, {b.confidence})" in screen.rows[r][-1].full
-                   for r, b in enumerate(result.other_bursts))
+        command_lasts = cycles_report(result).table("other_bursts").values("last")  # "how, collected at"
+        for r, (b, last) in enumerate(zip(result.other_bursts, command_lasts)):
+            how = last[:-len(f", {b.collected_at}")]
+            assert how == f"{b.cause} ({b.confidence})"
+            assert screen.rows[r][-1].full.endswith(f" — {how}")  # worded as the command words it
         main = await choose_row(app, pilot, 3)
         assert main.event_log.cursor_event == result.other_bursts[3].index
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from memtui.analysis.bursts import CYCLE
 from memtui.analysis.cycles import CycleReport
-from memtui.report.cycles import cycles_report
+from memtui.report.cycles import burst_how, cycles_report
 from memtui.services.cycles import CyclesOptions, cycles
 from memtui.tui.screens.analysis_base import AnalysisScreen, Row, sections_text, table_cells
 from memtui.tui.views.analysis_jumps import event_jump, site_jump
@@ -14,7 +13,7 @@ from memtui.tui.views.locations import Location, table_location
 
 class CyclesReportScreen(AnalysisScreen):
     TITLE_TEXT = "Reference cycles"
-    COLUMNS = ("event", "time", "freed", "lives", "peak before", "call site, or where a burst freed (how)")
+    COLUMNS = ("event", "time", "freed", "lives", "peak before", "call site, or where a burst freed — how")
     HINT = "Enter on a burst: go to its first free · on a call site: its allocations, filtered · Esc: close"
 
     def __init__(self, view: DeviceView, depth: int = 1) -> None:
@@ -44,12 +43,12 @@ class CyclesReportScreen(AnalysisScreen):
 
     def _freed_at(self, burst: dict) -> Location:
         """Where the program was as the burst freed (the label frame of its first free), then
-        how: the free order of what the collector freed, else the burst's cause (confidence)."""
+        how, as the command says it (memtui.report.cycles.burst_how)."""
         snapshot = self.view.snapshot
         sid = int(self.view.device.trace.stack[burst["event"]])
         where = table_location(snapshot.stacks.frames, int(snapshot.stacks.label[sid]) if sid >= 0 else -1)
         collected_at = burst["collected_at"]
-        how = burst["order"] if burst["cause"] == CYCLE else f"{burst['cause']}, {burst['confidence']}"
+        how = burst_how(burst["cause"], burst["confidence"], burst["order"])  # as the command words it
         if not where.short:
             where = Location(collected_at, collected_at)
-        return Location(f"{where.short} ({how})", f"{collected_at} ({how})", where.keep)
+        return Location(f"{where.short} — {how}", f"{collected_at} — {how}", where.keep)
