@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with signals:
             try:
-                _scan_ahead(argv)
+                _try_scan_ahead(argv)
                 return _run(argv, started, signals)
             except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM or SIGHUP (exit_signals.py)
                 return _end_interrupted(exc, signals, started)
@@ -169,6 +169,15 @@ def main(argv: list[str] | None = None) -> int:
         return _end_interrupted(exc, signals, started)
     finally:
         _stop_scan_ahead()
+
+
+def _try_scan_ahead(argv: list[str]) -> None:
+    """:func:`_scan_ahead`, which is only a head start: whatever goes wrong there (a thread
+    that cannot start, an unreadable cache folder) leaves the command to open as it would."""
+    try:
+        _scan_ahead(argv)
+    except Exception:  # noqa: BLE001 - the open that follows says what is wrong, if anything is
+        pass
 
 
 def _scan_ahead(argv: list[str]) -> None:
@@ -182,7 +191,7 @@ def _scan_ahead(argv: list[str]) -> None:
     from memtui.load import ahead
 
     rest, leading = take_cache_options(argv)
-    if not rest or rest[0] in READ_OTHERWISE or rest[0].startswith("-"):
+    if not rest or rest[0] in READ_OTHERWISE or rest[0].startswith("-") or "-h" in rest or "--help" in rest:
         return
     words = rest if os.path.isfile(rest[0]) else rest[1:]  # `memtui SNAP` or `memtui COMMAND ... SNAP`
     path = next((word for word in words if not word.startswith("-") and os.path.isfile(word)), None)

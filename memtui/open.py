@@ -73,6 +73,7 @@ def open_snapshot(
     # scanner hands the file over, and runs only then, before the decoders that would build it.
     scanner_first = streaming and info.compression is None and fast_available()
     if not scanner_first:
+        ahead.discard()  # a scan the command line started is not this open's (its guess was wrong)
         check_start(info)
     snapshot = _open_decoded(path, progress, info, checked=not scanner_first) if streaming else None
     if snapshot is None:

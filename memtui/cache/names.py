@@ -15,7 +15,8 @@ import os
 
 from memtui.cache.fingerprint import EDGE_BYTES, file_fingerprint
 
-FORMAT_VERSION = 4  # 4: the pieces' checksums in place of crc32s
+# 4: the pieces' checksums in place of crc32s; 5: entries named by the file's part, then the schema's
+FORMAT_VERSION = 5
 FILE_PART = 24  # hex digits of the key naming the file (96 bits)
 SCHEMA_PART = 16  # hex digits naming the model's schema
 ENTRY_SUFFIX = ".mtc"

@@ -54,20 +54,21 @@ class StderrProgress:
         self._last = 0.0
         self._stage = ""
         self._stage_start = 0.0
+        self._stage_done = 0  # what was done when the stage was first reported (a scan started before may be far on)
         self._shown = False
 
     def __call__(self, stage: str, done: int, total: int) -> None:
         now = time.monotonic()
         if stage != self._stage:
-            self._stage, self._stage_start = stage, now
+            self._stage, self._stage_start, self._stage_done = stage, now, done
         finished = total and done >= total
         if now - self._last < 0.1 and not finished:
             return
         self._last = now
         text = f"{stage} {100 * done / total:5.1f}%" if total else stage
         elapsed = now - self._stage_start
-        if stage == "reading" and elapsed > 0.2 and done:
-            rate = done / elapsed
+        if stage == "reading" and elapsed > 0.2 and done > self._stage_done:
+            rate = (done - self._stage_done) / elapsed
             text += f"  {rate / 1e6:6.1f} MB/s"
             if not finished:
                 text += f"  {max(0.0, (total - done) / rate):4.0f} s left"

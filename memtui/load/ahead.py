@@ -19,13 +19,12 @@ anything heavy is imported.
 from __future__ import annotations
 
 import os
-import stat
 import threading
 from collections.abc import Callable
 
 from memtui.cores import usable_cores
 from memtui.load.changes import FileState, file_state
-from memtui.load.source import MAGIC
+from memtui.load.source import MAGIC, open_regular_file
 
 try:
     from memtui import _native
@@ -49,6 +48,19 @@ def scan_threads() -> int:
     return usable_cores()
 
 
+def _memory_limited() -> bool:
+    """Whether the process runs under a limit of its address space or data (``ulimit -v``):
+    the scan's threads, their stacks and pools reserve address space while numpy is imported,
+    and under a tight limit the imports or the open's own read would fail where they did not
+    without it (docs/reliability.md)."""
+    try:
+        import resource
+    except ImportError:  # not on a POSIX system: no such limits
+        return False
+    limits = [getattr(resource, name, None) for name in ("RLIMIT_AS", "RLIMIT_DATA")]
+    return any(resource.getrlimit(r)[0] != resource.RLIM_INFINITY for r in limits if r is not None)
+
+
 def _read_by_workers(size: int) -> bool:
     """Whether the scanner reads a file of ``size`` bytes with workers: two ranges of its
     smallest (src/memtui_native/parallel.c, MIN_RANGE: 32 MB). A smaller file it reads in
@@ -65,8 +77,9 @@ class _Stopped(Exception):
 class _Scan:
     """One scan on a thread of its own; ``result`` is the scanner's, or None when it failed."""
 
-    def __init__(self, path: str, state: FileState, threads: int) -> None:
+    def __init__(self, path: str, state: FileState, changed_ns: int, threads: int) -> None:
         self.path, self.state, self.size, self.threads = path, state, state[2], threads
+        self.changed_ns = changed_ns  # st_ctime_ns: a rewrite that set the modification time back changes it
         self.done_bytes = 0
         self.result: dict | None = None
         self.finished = threading.Event()
@@ -89,9 +102,10 @@ class _Scan:
     def _run(self) -> None:
         try:
             scanner = _native.Scanner()
-            with open(self.path, "rb", buffering=0) as fh:
+            with open_regular_file(self.path, buffering=0) as fh:
                 st = os.fstat(fh.fileno())  # the file opened is the one looked at, or no scan
-                if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != self.state:
+                seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+                if seen != self.state or st.st_ctime_ns != self.changed_ns:
                     return
                 scanner.scan_file(fh.fileno(), self.size, self.threads, self._progress)
             result = scanner.finish(self.size)
@@ -113,35 +127,33 @@ def start(path: str, unless: Callable[[], bool] | None = None) -> bool:
     compiled scanner's workers: a regular file, an uncompressed pickle, large enough,
     and ``unless`` (asked last: it may read the file) says no. True when a scan started."""
     global _started
-    if _native is None or os.environ.get("MEMTUI_NO_NATIVE"):
+    if _native is None or os.environ.get("MEMTUI_NO_NATIVE") or _started is not None:
         return False
     threads = scan_threads()
-    if threads < MIN_CORES:
+    if threads < MIN_CORES or _memory_limited():
         return False
     try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode) or not _read_by_workers(st.st_size):
-            return False
-        with open(path, "rb", buffering=0) as fh:
+        with open_regular_file(path, buffering=0) as fh:  # a pipe is refused, not waited on
+            st = os.fstat(fh.fileno())
             head = fh.read(8)
     except OSError:
         return False
-    if not head.startswith(b"\x80") or any(head.startswith(magic) for magic in MAGIC):
-        return False  # compressed, or not a pickle: the open reads it another way
+    if not _read_by_workers(st.st_size) or not head.startswith(b"\x80") \
+            or any(head.startswith(magic) for magic in MAGIC):
+        return False  # small, compressed, or not a pickle: the open reads it another way
     state = file_state(path)
     if state is None or (unless is not None and unless()):
         return False
-    scan = _Scan(os.fspath(path), state, threads)
+    scan = _Scan(os.fspath(path), state, st.st_ctime_ns, threads)
+    scan.start()  # (a thread that cannot start raises, and no scan is kept)
     with _lock:
-        if _started is not None:
-            return False
         _started = scan
-    scan.start()
     return True
 
 
-def take(state: FileState | None, progress: Callable[[str, int, int], None] | None = None) -> dict | None:
-    """The scanner's result for the file whose state (memtui.load.changes.file_state) the
+def take(path: str, state: FileState | None,
+         progress: Callable[[str, int, int], None] | None = None) -> dict | None:
+    """The scanner's result for ``path``, whose state (memtui.load.changes.file_state) the
     open took before reading, if a scan of that very file was started and succeeds; else None
     (and the open scans by itself). Waits for a scan still running, telling ``progress``
     how far it is; what ``progress`` raises (a cancel) stops the scan and goes on up."""
@@ -150,7 +162,7 @@ def take(state: FileState | None, progress: Callable[[str, int, int], None] | No
         scan, _started = _started, None
     if scan is None:
         return None
-    if state is None or scan.state != state:
+    if state is None or scan.state != state or _changed_ns(path) != scan.changed_ns:
         scan.stop()
         return None
     try:
@@ -160,7 +172,18 @@ def take(state: FileState | None, progress: Callable[[str, int, int], None] | No
     except BaseException:
         scan.stop()  # a cancel, Ctrl-C: the scan ends too
         raise
+    if scan.result is not None and _changed_ns(path) != scan.changed_ns:
+        return None  # rewritten while it was read, its modification time set back
+    if scan.result is not None and progress is not None:
+        progress("reading", scan.size, scan.size)  # the whole file read, as the open's own scan ends
     return scan.result
+
+
+def _changed_ns(path: str) -> int | None:
+    try:
+        return os.stat(path).st_ctime_ns
+    except OSError:
+        return None
 
 
 def discard() -> None:

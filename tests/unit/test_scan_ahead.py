@@ -110,7 +110,7 @@ def test_progress_is_told_while_waiting_and_a_cancel_stops_the_scan(snapshot, mo
         told.append((stage, total))
         raise KeyboardInterrupt
     with pytest.raises(KeyboardInterrupt):
-        ahead.take(file_state(snapshot), cancel)
+        ahead.take(str(snapshot), file_state(snapshot), cancel)
     assert told == [("reading", os.path.getsize(snapshot))]
     assert scan.finished.wait(10)
     assert scan.result is None
@@ -130,7 +130,7 @@ def test_a_scan_nobody_takes_is_stopped(snapshot, monkeypatch):
     gate.set()
     assert scan.finished.wait(30)
     assert scan.result is None and ahead._started is None
-    assert ahead.take(file_state(snapshot)) is None
+    assert ahead.take(str(snapshot), file_state(snapshot)) is None
 
 
 def test_nothing_starts_where_the_open_would_not_scan_on_many_cores(tmp_path, snapshot, monkeypatch):
@@ -189,7 +189,7 @@ def test_the_command_line_scans_the_snapshot_a_command_names(snapshot, tmp_path,
 
 @pytest.mark.parametrize("words", [
     ["run", "{f}"], ["serve", "{f}"], ["mcp", "{f}"], ["watch", "{f}"], ["ranks", "{f}"], ["info"], ["--help"],
-    ["info", "missing.pickle"], [],
+    ["info", "missing.pickle"], [], ["info", "{f}", "--help"], ["{f}", "-h"],
 ])
 def test_nor_where_it_would_not_open_that_file(snapshot, tmp_path, started, words):
     cli._scan_ahead([w.format(f=snapshot) for w in words])
@@ -236,8 +236,8 @@ def test_every_command_that_is_sent_a_scan_takes_it(snapshot, tmp_path, monkeypa
     taken = []
     real_take = ahead.take
 
-    def recorded(state, progress=None):
-        result = real_take(state, progress)
+    def recorded(path, state, progress=None):
+        result = real_take(path, state, progress)
         taken.append(result is not None)
         return result
     monkeypatch.setattr(ahead, "take", recorded)
@@ -251,3 +251,89 @@ def test_every_command_that_is_sent_a_scan_takes_it(snapshot, tmp_path, monkeypa
         assert taken[:1] == [True], name
         assert ahead._started is None
     capsys.readouterr()
+
+
+LIMITED_START = """
+import os, resource, sys
+limit = int(sys.argv[2])
+if limit:
+    resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
+from memtui.load import ahead
+ahead._read_by_workers = lambda size: True
+print(ahead.start(sys.argv[1]))
+"""
+
+
+def test_no_scan_starts_under_a_limit_of_the_address_space(snapshot):
+    """Its threads reserve address space while numpy is imported: under a tight limit the
+    imports, or the open's own read, failed where they did not without it."""
+    env = dict(os.environ, MEMTUI_SCAN_THREADS="4")
+    said = {limit: subprocess.run([sys.executable, "-c", LIMITED_START, str(snapshot), str(limit)], cwd=ROOT, env=env,
+                                  capture_output=True, text=True, timeout=60).stdout.strip()
+            for limit in (0, 16 << 30)}
+    assert said == {0: "True", 16 << 30: "False"}
+
+
+def test_a_head_start_that_fails_leaves_the_command_as_it_was(snapshot, monkeypatch, capsys):
+    def cannot_start(self):
+        raise RuntimeError("can't start new thread")
+    monkeypatch.setattr(threading.Thread, "start", cannot_start)
+    with pytest.raises(RuntimeError):
+        ahead.start(str(snapshot))
+    assert ahead._started is None  # nothing for an open to wait on
+    monkeypatch.undo()
+
+    def failing(path, unless=None):
+        raise RuntimeError("can't start new thread")
+    monkeypatch.setattr(ahead, "start", failing)
+    assert cli.main(["info", str(snapshot), "--no-cache"]) == 0
+    assert "oom_training.pickle" in capsys.readouterr().out
+
+
+def test_a_rewrite_that_sets_the_modification_time_back_is_scanned_again(snapshot, scans_here):
+    assert ahead.start(str(snapshot))
+    assert ahead._started.finished.wait(30)
+    before = os.stat(snapshot)
+    data = bytearray(snapshot.read_bytes())
+    data[len(data) // 2:len(data) // 2 + 64] = b"\xff" * 64
+    snapshot.write_bytes(bytes(data))
+    os.utime(snapshot, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert file_state(snapshot) == file_state(snapshot) and os.stat(snapshot).st_mtime_ns == before.st_mtime_ns
+    try:
+        open_snapshot(snapshot)
+    except SnapshotError:
+        pass  # the open's own answer on the bytes as they are now
+    assert scans_here == [str(snapshot)]
+
+
+def test_an_open_that_reads_without_the_scanner_stops_the_scan(snapshot, tmp_path):
+    compressed = tmp_path / "other.pickle.xz"
+    compressed.write_bytes(lzma.compress(snapshot.read_bytes()))
+    assert ahead.start(str(snapshot))  # the command line's guess: not the file opened
+    open_snapshot(compressed)
+    assert ahead._started is None
+
+
+def test_a_pipe_is_not_waited_on(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    assert not ahead.start(str(fifo))
+    assert time.monotonic() - started < 5
+
+
+def test_the_progress_ends_at_the_whole_file_and_the_rate_counts_from_the_first_report(snapshot, monkeypatch):
+    from memtui.commands import _common
+
+    assert ahead.start(str(snapshot))
+    told = []
+    assert ahead.take(str(snapshot), file_state(snapshot), lambda *a: told.append(a)) is not None
+    assert told[-1] == ("reading", os.path.getsize(snapshot), os.path.getsize(snapshot))
+    clock = iter([10.0, 10.5])
+    monkeypatch.setattr(_common.time, "monotonic", lambda: next(clock))
+    written = []
+    monkeypatch.setattr(_common.sys, "stderr", type("W", (), {"write": written.append, "flush": lambda self: None})())
+    shown = _common.StderrProgress()
+    shown("reading", 900_000_000, 1_000_000_000)  # a scan started before the display: far on already
+    shown("reading", 950_000_000, 1_000_000_000)
+    assert "100.0 MB/s" in written[-1]  # 50 MB in half a second, not 950
