@@ -191,7 +191,7 @@ def _scan_ahead(argv: list[str]) -> None:
     from memtui.load import ahead
 
     rest, leading = take_cache_options(argv)
-    if not rest or rest[0] in READ_OTHERWISE or rest[0].startswith("-") or "-h" in rest or "--help" in rest:
+    if not rest or rest[0] in READ_OTHERWISE or rest[0].startswith("-") or any(map(_asks_for_help, rest)):
         return
     words = rest if os.path.isfile(rest[0]) else rest[1:]  # `memtui SNAP` or `memtui COMMAND ... SNAP`
     path = next((word for word in words if not word.startswith("-") and os.path.isfile(word)), None)
@@ -207,6 +207,11 @@ def _scan_ahead(argv: list[str]) -> None:
             folder = word.split("=", 1)[1]
     root = os.path.abspath(folder or default_cache_dir())
     ahead.start(path, unless=None if no_cache else lambda: has_entry(root, path))
+
+
+def _asks_for_help(word: str) -> bool:
+    """``-h``, ``--help`` or an abbreviation argparse takes for it (``--he``)."""
+    return word == "-h" or (len(word) >= 3 and "--help".startswith(word))
 
 
 def _stop_scan_ahead() -> None:

@@ -55,12 +55,14 @@ class StderrProgress:
         self._stage = ""
         self._stage_start = 0.0
         self._stage_done = 0  # what was done when the stage was first reported (a scan started before may be far on)
+        self._done = 0  # the last report's
         self._shown = False
 
     def __call__(self, stage: str, done: int, total: int) -> None:
         now = time.monotonic()
-        if stage != self._stage:
+        if stage != self._stage or done < self._done:  # a new stage, or the reading begun again
             self._stage, self._stage_start, self._stage_done = stage, now, done
+        self._done = done
         finished = total and done >= total
         if now - self._last < 0.1 and not finished:
             return

@@ -7,8 +7,8 @@ them: started first, on a thread of its own, it runs while they are imported, an
 that follows (memtui/load/fast) takes its result instead of scanning again.
 
 It is only a head start. The open decides everything as it always does: it takes the
-result only for the very file it opens (same file, size and modification time as when the
-scan started) and only from a scan that finished; whatever else happened (a file the
+result only for the very file it opens (same file, size, modification and change times as
+when the scan started) and only from a scan that finished; whatever else happened (a file the
 scanner hands over, a change to the file, an error, a scan never asked for) leaves the open
 to scan by itself, so every answer and every error is the one the open alone gives.
 

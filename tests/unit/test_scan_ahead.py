@@ -189,7 +189,7 @@ def test_the_command_line_scans_the_snapshot_a_command_names(snapshot, tmp_path,
 
 @pytest.mark.parametrize("words", [
     ["run", "{f}"], ["serve", "{f}"], ["mcp", "{f}"], ["watch", "{f}"], ["ranks", "{f}"], ["info"], ["--help"],
-    ["info", "missing.pickle"], [], ["info", "{f}", "--help"], ["{f}", "-h"],
+    ["info", "missing.pickle"], [], ["info", "{f}", "--help"], ["{f}", "-h"], ["info", "{f}", "--he"],
 ])
 def test_nor_where_it_would_not_open_that_file(snapshot, tmp_path, started, words):
     cli._scan_ahead([w.format(f=snapshot) for w in words])
@@ -341,3 +341,28 @@ def test_the_progress_ends_at_the_whole_file_and_the_rate_counts_from_the_first_
     shown("reading", 900_000_000, 1_000_000_000)  # a scan started before the display: far on already
     shown("reading", 950_000_000, 1_000_000_000)
     assert "100.0 MB/s" in written[-1]  # 50 MB in half a second, not 950
+
+
+def test_a_file_rewritten_while_the_open_waits_for_the_scan_is_scanned_again(snapshot, scans_here, monkeypatch):
+    """The change time is compared again once the scan is done: a rewrite during the wait
+    that sets the modification time back is not answered from the bytes the scan read."""
+    assert ahead.start(str(snapshot))
+    seen = iter([os.stat(snapshot).st_ctime_ns, os.stat(snapshot).st_ctime_ns + 1])  # at the take, after the wait
+    monkeypatch.setattr(ahead, "_changed_ns", lambda path: next(seen))
+    assert ahead.take(str(snapshot), file_state(snapshot)) is None
+
+
+def test_the_rate_counts_again_from_a_reading_begun_again(monkeypatch):
+    """A scan ahead thrown away after the open waited on it: the open reads from the start."""
+    from memtui.commands import _common
+
+    clock = iter([10.0, 10.3, 10.6, 11.1])
+    monkeypatch.setattr(_common.time, "monotonic", lambda: next(clock))
+    written = []
+    monkeypatch.setattr(_common.sys, "stderr", type("W", (), {"write": written.append, "flush": lambda self: None})())
+    shown = _common.StderrProgress()
+    shown("reading", 900_000_000, 1_000_000_000)
+    shown("reading", 980_000_000, 1_000_000_000)
+    shown("reading", 0, 1_000_000_000)  # begun again
+    shown("reading", 500_000_000, 1_000_000_000)
+    assert "1000.0 MB/s" in written[-1] and "0 s left" in written[-1]  # 500 MB in half a second
