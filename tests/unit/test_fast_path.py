@@ -27,7 +27,7 @@ from memtui.model import actions as act
 from memtui.model import lifetimes
 from memtui.model.columns import narrow_type
 from memtui.open import open_fast, open_plain, open_snapshot, open_streaming
-from tests.conftest import SHARED, sample_files, scenario_files, shared_files, shared_params
+from tests.conftest import SAMPLES, SHARED, sample_files, scenario_files, shared_files, shared_params
 from tests.fixtures import variants
 from tests.fixtures.model_equality import assert_same_model
 from tests.fixtures.snapshot_strategies import count_case, fuzz_settings
@@ -690,3 +690,25 @@ def test_the_traces_referred_to_outside_their_list_are_found_however_deep():
         deep = [deep, "x"]
     with pytest.raises(FastFallback, match="device trace"):
         _check_detached(root_with(deep))
+
+
+def test_a_scanner_id_outside_its_table_falls_back_and_minus_one_is_no_stack(tmp_path):
+    """The model's columns look the scanner's ids up in its tables without numpy's bounds
+    check (open.py), so the ids are checked first: one outside its table hands the file to
+    the streaming decoder; -1, "no stack", is the stack table's last entry."""
+    from memtui.open import _model_from_scan
+
+    path = tmp_path / "context_none.pickle"
+    path.write_bytes(lzma.decompress((SAMPLES / "context_none.pickle.xz").read_bytes()))
+    assert (scan_snapshot(path).traces[0].columns["stack"] == -1).all()  # none recorded: every row "no stack"
+    want = open_streaming(path)
+    assert _model_from_scan(scan_snapshot(path), path).devices[0].trace.stack.tolist() == \
+        want.devices[0].trace.stack.tolist()
+    for name, bad in (("stack", lambda s: len(s.stack_offsets)), ("stack", lambda s: -len(s.stack_offsets) - 1),
+                      ("action", lambda s: len(s.actions))):
+        scanned = scan_snapshot(path)
+        column = scanned.traces[0].columns[name].copy()
+        column[len(column) // 2] = bad(scanned)
+        scanned.traces[0].columns[name] = column
+        with pytest.raises(FastFallback, match=f"a {name} id outside"):
+            _model_from_scan(scanned, path)
