@@ -32,9 +32,9 @@ except ImportError:  # built without a C compiler: nothing to start
     _native = None
 
 # Measured (docs/performance.md): from 2 cores the imports run beside the scan's threads
-# (`info --no-cache` at 1M events 0.94x on 2 cores, 0.71-0.81x on 4 to 16; at 10M 1.01x on 2,
-# 0.89x on 16); on one core the scan reads in order holding the GIL, and the imports would
-# wait for it.
+# (`info --no-cache` at 1M events 0.94x on a 2-core machine, 0.71-0.95x on 2 to 16 cores of
+# the GPU hosts; at 10M 1.01x on the 2-core machine, 0.89-0.94x on the hosts); on one core
+# the scan reads in order holding the GIL, and the imports would wait for it.
 MIN_CORES = 2
 WAIT_STEP_S = 0.05  # how often a progress callback hears from a scan it waits for
 
