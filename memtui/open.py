@@ -12,7 +12,7 @@ import dataclasses
 import gc
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from typing import Protocol
@@ -191,8 +191,6 @@ def _model_from_scan(scanned: Scanned, path: str | os.PathLike) -> Snapshot:
                 values[f.name] = np.full(trace.rows, _NOT_SCANNED[f.name], np.int8)
             else:
                 raise FastFallback(f"the model has a trace column the scanner does not fill ({f.name})")
-        time_us = values["time_us"]  # the scanner's own memory, writable
-        time_us[np.isinf(time_us)] = np.nan  # as TraceBuilder.finish: an infinite time is no time
         columns.append(TraceColumns(**values))
         del trace, c, values
     return assemble_model(raw, columns, tables, os.fspath(path), os.path.getsize(path))
@@ -202,9 +200,10 @@ def _model_columns(scanned: dict[str, np.ndarray], luts: dict[str, np.ndarray],
                    dtypes: dict[str, np.dtype]) -> dict[str, np.ndarray]:
     """The model's trace columns from the scanner's: ids through ``luts`` (scanner id ->
     model id), then each of NARROW_COLUMNS as narrow as its values allow (as narrowest), the
-    others typed as TraceBuilder types them. The lookups and the bounds are taken a slice of
-    rows at a time, the slices of every column on one pool of the process's cores (a pool a
-    column would wait for each column's last slice)."""
+    others typed as TraceBuilder types them, an infinite time made no time (NaN). The
+    lookups, the bounds and the times are taken a slice of rows at a time, the slices of
+    every column on one pool of the process's cores (a pool a column would wait for each
+    column's last slice)."""
     out, sliced = {}, []
     for name, source in scanned.items():
         if name not in NARROW_COLUMNS:
@@ -228,12 +227,20 @@ def _model_columns(scanned: dict[str, np.ndarray], luts: dict[str, np.ndarray],
             # rows 30 ms a column instead of 40-80).
             np.take(lut, ids, out=piece, mode="wrap")
         return name, int(piece.min()), int(piece.max())
+    def no_infinite_times(start: int, stop: int) -> None:
+        piece = out["time_us"][start:stop]  # the scanner's own memory, writable
+        piece[np.isinf(piece)] = np.nan  # as TraceBuilder.finish: an infinite time is no time
+
     low: dict[str, int] = {}
     high: dict[str, int] = {}
-    tasks = [partial(bounds_of, name, start, stop)
-             for name in sliced for start, stop in slice_bounds(len(scanned[name]))]
-    for column, lo, hi in on_cores(tasks):
-        low[column], high[column] = min(lo, low.get(column, lo)), max(hi, high.get(column, hi))
+    tasks: list[Callable[[], tuple[str, int, int] | None]] = [
+        partial(bounds_of, name, start, stop) for name in sliced for start, stop in slice_bounds(len(scanned[name]))]
+    if "time_us" in out:
+        tasks += [partial(no_infinite_times, start, stop) for start, stop in slice_bounds(len(out["time_us"]))]
+    for bounds in on_cores(tasks):
+        if bounds is not None:
+            column, lo, hi = bounds
+            low[column], high[column] = min(lo, low.get(column, lo)), max(hi, high.get(column, hi))
     for name in sliced:  # an empty column is int8, as narrowest gives it
         out[name] = out[name].astype(narrow_type(low[name], high[name]) if name in low else np.int8, copy=False)
     return out
