@@ -187,26 +187,19 @@ def _scan_ahead(argv: list[str]) -> None:
     the commands' names come with the imports): the first word after the command that names
     a file; a wrong guess costs a scan that nobody takes, stopped as the command ends."""
     from memtui.cache.names import default_cache_dir, has_entry
-    from memtui.commands._arguments import take_cache_options
+    from memtui.commands._arguments import cache_options_anywhere, take_cache_options
     from memtui.load import ahead
 
-    rest, leading = take_cache_options(argv)
+    rest, _ = take_cache_options(argv)
     if not rest or rest[0] in READ_OTHERWISE or rest[0].startswith("-") or any(map(_asks_for_help, rest)):
         return
     words = rest if os.path.isfile(rest[0]) else rest[1:]  # `memtui SNAP` or `memtui COMMAND ... SNAP`
     path = next((word for word in words if not word.startswith("-") and os.path.isfile(word)), None)
     if path is None:
         return
-    no_cache, folder = leading.get("no_cache", False), leading.get("cache_dir")
-    for i, word in enumerate(rest):
-        if word == "--no-cache":
-            no_cache = True
-        elif word == "--cache-dir" and i + 1 < len(rest):
-            folder = rest[i + 1]
-        elif word.startswith("--cache-dir="):
-            folder = word.split("=", 1)[1]
-    root = os.path.abspath(folder or default_cache_dir())
-    ahead.start(path, unless=None if no_cache else lambda: has_entry(root, path))
+    options = cache_options_anywhere(argv)  # before the command or after it
+    root = os.path.abspath(options.get("cache_dir") or default_cache_dir())
+    ahead.start(path, unless=None if options.get("no_cache") else lambda: has_entry(root, path))
 
 
 def _asks_for_help(word: str) -> bool:

@@ -36,18 +36,37 @@ def take_cache_options(argv: list[str]) -> tuple[list[str], dict]:
     leading: dict = {}
     argv = list(argv)
     while argv:
-        if argv[0] == "--no-cache":
-            leading["no_cache"] = True
-            del argv[0]
-        elif argv[0] == "--cache-dir" and len(argv) > 1:
-            leading["cache_dir"] = argv[1]
-            del argv[:2]
-        elif argv[0].startswith("--cache-dir="):
-            leading["cache_dir"] = argv[0].split("=", 1)[1]
-            del argv[0]
-        else:
+        taken = _cache_option(argv, 0, leading)
+        if not taken:
             break
+        del argv[:taken]
     return argv, leading
+
+
+def cache_options_anywhere(argv: list[str]) -> dict:
+    """The cache options among all of ``argv``'s words, as :func:`take_cache_options` reads
+    them (the last of each wins, as argparse has it): for a guess made before the command's
+    parser exists (memtui.cli, the scan before the imports)."""
+    found: dict = {}
+    i = 0
+    while i < len(argv):
+        i += _cache_option(argv, i, found) or 1
+    return found
+
+
+def _cache_option(argv: list[str], i: int, into: dict) -> int:
+    """Read the cache option at ``argv[i]`` into ``into``: how many words it took (0: none)."""
+    word = argv[i]
+    if word == "--no-cache":
+        into["no_cache"] = True
+        return 1
+    if word == "--cache-dir" and i + 1 < len(argv):
+        into["cache_dir"] = argv[i + 1]
+        return 2
+    if word.startswith("--cache-dir="):
+        into["cache_dir"] = word.split("=", 1)[1]
+        return 1
+    return 0
 
 
 def cache_options(args: argparse.Namespace, leading: dict) -> tuple[bool, str | None]:

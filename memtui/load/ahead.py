@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable
 
 from memtui.cores import usable_cores
-from memtui.load.changes import FileState, file_state
+from memtui.load.changes import FileState, state_of
 from memtui.load.source import MAGIC, open_regular_file
 
 try:
@@ -104,8 +104,7 @@ class _Scan:
             scanner = _native.Scanner()
             with open_regular_file(self.path, buffering=0) as fh:
                 st = os.fstat(fh.fileno())  # the file opened is the one looked at, or no scan
-                seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-                if seen != self.state or st.st_ctime_ns != self.changed_ns:
+                if state_of(st) != self.state or st.st_ctime_ns != self.changed_ns:
                     return
                 scanner.scan_file(fh.fileno(), self.size, self.threads, self._progress)
             result = scanner.finish(self.size)
@@ -141,10 +140,9 @@ def start(path: str, unless: Callable[[], bool] | None = None) -> bool:
     if not _read_by_workers(st.st_size) or not head.startswith(b"\x80") \
             or any(head.startswith(magic) for magic in MAGIC):
         return False  # small, compressed, or not a pickle: the open reads it another way
-    state = file_state(path)
-    if state is None or (unless is not None and unless()):
+    if unless is not None and unless():
         return False
-    scan = _Scan(os.fspath(path), state, st.st_ctime_ns, threads)
+    scan = _Scan(os.fspath(path), state_of(st), st.st_ctime_ns, threads)  # the file opened, as it was then
     scan.start()  # (a thread that cannot start raises, and no scan is kept)
     with _lock:
         _started = scan

@@ -22,6 +22,11 @@ def file_state(path: str | os.PathLike) -> FileState | None:
         st = os.stat(path)
     except OSError:
         return None
+    return state_of(st)
+
+
+def state_of(st: os.stat_result) -> FileState:
+    """:func:`file_state` of a file already looked at (``os.stat``, or ``os.fstat`` of one opened)."""
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
