@@ -66,7 +66,7 @@ def run_cold(path: str, cache_dir: str, streaming: bool = True, fast: bool = Tru
     import logging
 
     import memtui.load.fast
-    from memtui.cache import ModelCache
+    from memtui.cache.store import ModelCache
     from memtui.open import open_snapshot
 
     memtui.load.fast.enabled = fast
@@ -107,7 +107,7 @@ def _path_taken(fallbacks: list[str], streaming: bool, fast: bool) -> str:
 
 
 def run_warm(path: str, cache_dir: str) -> dict:
-    from memtui.cache import ModelCache
+    from memtui.cache.store import ModelCache
     from memtui.open import open_snapshot
 
     cache = ModelCache(cache_dir)
@@ -213,7 +213,7 @@ def _frequent_user_file(snapshot, device: int) -> str:
 def run_tui(path: str, cache_dir: str) -> dict:
     import asyncio
 
-    from memtui.cache import ModelCache
+    from memtui.cache.store import ModelCache
     from memtui.tui.app import MemtuiApp
     from memtui.tui.screens.main import MainScreen
 

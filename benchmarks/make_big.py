@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from memtui.load import read_snapshot  # noqa: E402
+from memtui.load.read import read_snapshot  # noqa: E402
 
 DEFAULT_SOURCE = ROOT.parent / "shared" / "snapshots" / "big_trace.pickle.xz"
 ADDRESS_STRIDE = 1 << 40  # each repetition's addresses; real ones span far less

@@ -73,7 +73,7 @@ if cache_dir == "-":
     snapshot = _model_from_scan(scanned, path)
     mark("model from the scan")
 else:
-    from memtui.cache import ModelCache
+    from memtui.cache.store import ModelCache
     snapshot = ModelCache(cache_dir).load(path)
     assert snapshot is not None, "no cache entry"
     mark("warm open (cache read and checked)")

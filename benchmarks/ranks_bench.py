@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from memtui.load import read_snapshot  # noqa: E402
+from memtui.load.read import read_snapshot  # noqa: E402
 
 DEFAULT_SOURCE = ROOT.parent / "shared" / "snapshots" / "leak_loss_history.pickle"
 RANK_STRIDE = 1 << 36  # each rank's addresses; the source spans far less

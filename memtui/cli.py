@@ -29,7 +29,7 @@ from memtui.exit_signals import HANDLED as EXIT_SIGNALS_HANDLED
 from memtui.exit_signals import ExitSignals
 
 if TYPE_CHECKING:
-    from memtui.cache import ModelCache
+    from memtui.cache.store import ModelCache
     from memtui.export.place import ExportPlace
 
 # `run` executes the user's script in this process (memtui/record/runner.py).
@@ -387,7 +387,7 @@ def _open_explorer(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     else:
         parser.print_help()
         return 2
-    from memtui.load import inspect_source
+    from memtui.load.source import inspect_source
 
     inspect_source(path)  # fail fast, with one line, before the terminal is taken over
     from memtui.export.place import ANYWHERE, EXPORTS_OFF, ExportPlace

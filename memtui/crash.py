@@ -24,7 +24,7 @@ def crash_folder(cache_root: str | None = None) -> str:
     root, from ``--cache-dir``) or the default one."""
     if cache_root:
         return os.path.join(cache_root, "crashes")
-    from memtui.cache import default_cache_dir
+    from memtui.cache.store import default_cache_dir
 
     return os.path.join(default_cache_dir(), "crashes")
 

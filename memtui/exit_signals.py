@@ -6,7 +6,7 @@ KeyboardInterrupt wherever the main thread is, even inside the clean-up of an ea
 (a second traceback). Here each of them raises :class:`memtui.errors.Interrupted` (a
 KeyboardInterrupt, so everything that stops on Ctrl-C stops on these too) the first time;
 the atomic writers remove their temporary files as it passes, and the command line then
-abandons the cache's background writes (:meth:`memtui.cache.ModelCache.abandon`) and
+abandons the cache's background writes (:meth:`memtui.cache.store.ModelCache.abandon`) and
 prints one line. A signal that arrives while the process is already ending is ignored,
 unless the ending has taken more than ``STUCK_AFTER_S`` seconds: then it acts as it would
 by default, so a process wedged in its clean-up can still be stopped.

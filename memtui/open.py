@@ -19,11 +19,13 @@ from typing import Protocol
 
 import numpy as np
 
-from memtui.load import ProgressFn, SourceInfo, ahead, inspect_source, read_snapshot
+from memtui.load import ahead
 from memtui.load.fast import FastFallback, Scanned, scan_snapshot
 from memtui.load.fast import available as fast_available
 from memtui.load.normalize import normalize
+from memtui.load.read import read_snapshot
 from memtui.load.shape import check_start
+from memtui.load.source import ProgressFn, SourceInfo, inspect_source
 from memtui.load.stream import StreamFallback, stream_snapshot
 from memtui.model import Snapshot, build_model
 from memtui.model.columns import narrow_type, narrowest
@@ -38,7 +40,7 @@ log = logging.getLogger("memtui.load")
 
 
 class ModelStore(Protocol):
-    """What :func:`open_snapshot` needs of a model cache (:class:`memtui.cache.ModelCache`)."""
+    """What :func:`open_snapshot` needs of a model cache (:class:`memtui.cache.store.ModelCache`)."""
 
     def load(self, path: str | os.PathLike) -> Snapshot | None: ...
 
@@ -54,7 +56,7 @@ def open_snapshot(
 ) -> Snapshot:
     """Read and index a snapshot file. Raises SnapshotError with a one-line message.
 
-    ``cache`` (a :class:`memtui.cache.ModelCache`, or None for none) is read first; a model
+    ``cache`` (a :class:`memtui.cache.store.ModelCache`, or None for none) is read first; a model
     built here is written to it in a background thread. ``streaming`` chooses the
     streaming decoder, which falls back to the plain path by itself.
     """

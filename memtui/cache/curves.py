@@ -17,7 +17,7 @@ import numpy as np
 
 from memtui import __version__
 from memtui.atomic import atomic_write, remove_quietly
-from memtui.cache import ModelCache, beside_entry
+from memtui.cache.store import ModelCache, beside_entry
 
 log = logging.getLogger("memtui.cache")
 

@@ -35,8 +35,8 @@ from memtui.cache.checksum import checksum
 from memtui.cache.names import FORMAT_VERSION
 from memtui.cores import usable_cores
 from memtui.load.opcode_check import OpcodeCheck
+from memtui.load.regular_file import NotRegularFile, open_regular_file
 from memtui.load.safe_pickle import RestrictedUnpickler
-from memtui.load.source import NotRegularFile, open_regular_file
 
 MAGIC = b"MEMTUI\x00C"
 _HEADER = struct.Struct("<8sIQIQ")

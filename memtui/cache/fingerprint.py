@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from memtui.load.source import open_regular_file
+from memtui.load.regular_file import open_regular_file
 
 EDGE_BYTES = 1 << 20  # hashed at each end of the file
 

@@ -13,8 +13,8 @@ import logging
 import os
 
 from memtui import __version__
-from memtui.cache import ModelCache, beside_entry
 from memtui.cache.fileformat import CorruptCache, WriteStopped, read_cache_file, write_cache_file
+from memtui.cache.store import ModelCache, beside_entry
 from memtui.replay import Replayer
 
 log = logging.getLogger("memtui.cache")

@@ -25,10 +25,10 @@ import msgpack
 from memtui import __version__
 from memtui.analysis.ranks import SUMMARY_VERSION, rank_from_name
 from memtui.atomic import remove_quietly, touch_quietly, write_bytes_atomic
-from memtui.cache import ModelCache, default_cache_dir
 from memtui.cache.fingerprint import file_fingerprint
+from memtui.cache.store import ModelCache, default_cache_dir
 from memtui.errors import MemtuiError
-from memtui.load.source import open_regular_file
+from memtui.load.regular_file import open_regular_file
 
 log = logging.getLogger("memtui.cache")
 

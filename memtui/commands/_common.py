@@ -11,7 +11,7 @@ import json
 import sys
 import time
 
-from memtui.cache import ModelCache
+from memtui.cache.store import ModelCache
 from memtui.commands._arguments import cache_options
 from memtui.errors import printable
 from memtui.model import Snapshot

@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from memtui.commands._argtypes import positive_int
 from memtui.errors import UsageError
-from memtui.load import inspect_source
+from memtui.load.source import inspect_source
 
 NAME = "serve"
 HELP = ("Serve the explorer for one snapshot to a web browser (each tab runs its own session). "

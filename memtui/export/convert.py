@@ -22,8 +22,9 @@ import pickle
 from memtui.atomic import WriteError, atomic_write, check_writable_target
 from memtui.errors import SnapshotError, UsageError
 from memtui.jsonvalue import json_value
-from memtui.load import ProgressFn, read_snapshot
 from memtui.load.limits import MAX_JSON_DEPTH, JsonStructure
+from memtui.load.read import read_snapshot
+from memtui.load.source import ProgressFn
 
 PICKLE_PROTOCOL = 4  # what _dump_snapshot uses, and the newest memory_viz's unpickler reads
 FORMATS = {".pickle": "pickle", ".pkl": "pickle", ".json": "json"}

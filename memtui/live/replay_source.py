@@ -162,7 +162,7 @@ def serve_replay(path: str, rate: float = 1000.0, loop: bool = False, rank: int 
 
     A replay has no training loop to protect, so its trace may be read at every tick
     (``read_budget`` 1.0); a test of the budget passes its own."""
-    from memtui.load import read_snapshot
+    from memtui.load.read import read_snapshot
 
     raw = read_snapshot(path)
     folder = folder or runtime_dir()

@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from memtui.cores import usable_cores
 from memtui.load.changes import FileState, state_of
-from memtui.load.source import MAGIC, open_regular_file
+from memtui.load.regular_file import MAGIC, open_regular_file
 
 try:
     from memtui import _native

@@ -18,13 +18,7 @@ from typing import BinaryIO
 
 from memtui.errors import MissingDependencyError, SnapshotError
 from memtui.load.limits import GuardedStream, declared_too_long, find_false_length
-
-MAGIC = {
-    b"\x1f\x8b": "gzip",
-    b"\xfd7zXZ\x00": "xz",
-    b"BZh": "bz2",
-    b"\x28\xb5\x2f\xfd": "zstd",
-}
+from memtui.load.regular_file import MAGIC, NotRegularFile, not_a_file_message, open_regular_file
 
 ProgressFn = Callable[[str, int, int], None]
 _DIAGNOSE_LIMIT = 4 << 20  # memory errors past this far into a file are taken as real
@@ -68,43 +62,6 @@ def inspect_source(path: str | os.PathLike) -> SourceInfo:
         raise SnapshotError(f"{path}: empty file")
     compression = next((name for magic, name in MAGIC.items() if head.startswith(magic)), None)
     return SourceInfo(path=path, size=st.st_size, mtime=st.st_mtime, compression=compression)
-
-
-class NotRegularFile(OSError):
-    """The path names a pipe, a device or a socket, which cannot be read by offset or twice."""
-
-    def __init__(self, path: str, mode: int) -> None:
-        super().__init__(f"{path}: not a regular file")
-        self.mode = mode
-
-
-def open_regular_file(path: str | os.PathLike, buffering: int = -1) -> BinaryIO:
-    """``path`` opened for reading if it is a regular file; NotRegularFile if not.
-
-    The open does not wait for a writer: a named pipe without one would otherwise hang it
-    for good (O_NONBLOCK), and the type is checked on what was opened, not on the name.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise NotRegularFile(os.fspath(path), mode)
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return open(fd, "rb", buffering=buffering)
-
-
-def not_a_file_message(path: str, mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        kind = "a pipe"
-    elif stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        kind = "a device"
-    else:
-        kind = "a socket or other special file"
-    return (f"{path}: {kind}, not a regular file: memtui reads a snapshot by offset and more than once; save it to a "
-            "file first (it reads .gz, .xz, .bz2 and .zst files itself, no need to decompress them)")
 
 
 class CountingReader(io.RawIOBase):

@@ -21,7 +21,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 
 from memtui.atomic import remove_temp_files_being_written
-from memtui.cache import ModelCache
+from memtui.cache.store import ModelCache
 from memtui.export.place import ANYWHERE, ExportPlace
 from memtui.tui.early_load import EarlyLoad
 from memtui.tui.key_order import OrderedKeys

@@ -18,9 +18,9 @@ import os
 import threading
 from collections.abc import Callable
 
-from memtui.cache import ModelCache
+from memtui.cache.store import ModelCache
 from memtui.errors import MemtuiError
-from memtui.load import ProgressFn
+from memtui.load.source import ProgressFn
 from memtui.model import Snapshot
 from memtui.tui.views.device_view import DeviceView
 from memtui.tui.views.first_view import open_first_view

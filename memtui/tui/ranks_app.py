@@ -7,7 +7,7 @@ than quitting.
 
 from __future__ import annotations
 
-from memtui.cache import ModelCache
+from memtui.cache.store import ModelCache
 from memtui.tui.app import ExplorerApp, app_keys, run_explorer
 from memtui.tui.screens.rank_list import RankListScreen, Summarize
 

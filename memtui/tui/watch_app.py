@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from textual.binding import Binding
 
-from memtui.cache import ModelCache
+from memtui.cache.store import ModelCache
 from memtui.live.runtime import JobInfo
 from memtui.tui.app import ExplorerApp, app_keys, run_explorer
 from memtui.tui.screens.job_list import JobListScreen, group_jobs

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from memtui.load import read_snapshot
+from memtui.load.read import read_snapshot
 from memtui.open import open_snapshot
 
 pytestmark = pytest.mark.gpu

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from memtui.cache import ModelCache
+from memtui.cache.store import ModelCache
 from tests.conftest import ROOT
 from tests.fixtures.tiny_snapshot import write_tiny_snapshot
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from memtui.cache import ModelCache
+from memtui.cache.store import ModelCache
 from memtui.open import open_snapshot
 from tests.conftest import ROOT, SHARED
 from tests.fixtures.model_equality import assert_same_model

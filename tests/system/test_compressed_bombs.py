@@ -18,7 +18,7 @@ import sys
 import pytest
 
 from memtui.errors import SnapshotError
-from memtui.load import read_snapshot
+from memtui.load.read import read_snapshot
 from memtui.open import open_snapshot
 from tests.conftest import ROOT
 from tests.fixtures import variants

@@ -25,7 +25,7 @@ import pytest
 import memtui.load.stream as stream_module
 from memtui.cli import main
 from memtui.errors import UnsafeSnapshotError
-from memtui.load import read_snapshot
+from memtui.load.read import read_snapshot
 from memtui.load.stream import StreamFallback, stream_snapshot
 from memtui.model.frames import StackToken
 from memtui.model.trace import ModelTables, TraceBuilder

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from memtui.cache import ModelCache
+from memtui.cache.store import ModelCache
 from tests.conftest import ROOT
 from tests.fixtures.interrupt_runs import default_signals, measure_duration, run_once
 from tests.fixtures.tiny_snapshot import write_tiny_snapshot
@@ -116,7 +116,7 @@ def medium_snapshot(tmp_path_factory) -> Path:
         from make_big import write_big
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
-    from memtui.load import read_snapshot
+    from memtui.load.read import read_snapshot
 
     folder = tmp_path_factory.mktemp("medium")
     out = folder / "medium.pickle"

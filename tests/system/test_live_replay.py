@@ -18,7 +18,7 @@ from memtui.live.model import build_live_model
 from memtui.live.replay_source import ReplayProbe, serve_replay
 from memtui.live.runtime import JobInfo, list_jobs, socket_path
 from memtui.live.server import LiveServer
-from memtui.load import read_snapshot
+from memtui.load.read import read_snapshot
 from memtui.open import open_snapshot
 from memtui.record.files import write_snapshot
 from memtui.replay import Replayer

@@ -14,7 +14,7 @@ import pytest
 
 from memtui.cli import main
 from memtui.errors import SnapshotError, UnsafeSnapshotError
-from memtui.load import read_snapshot
+from memtui.load.read import read_snapshot
 from tests.fixtures import variants
 
 

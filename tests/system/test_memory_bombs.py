@@ -21,8 +21,8 @@ import time
 import pytest
 
 from memtui.errors import SnapshotError
-from memtui.load import read_snapshot
 from memtui.load.limits import find_false_length
+from memtui.load.read import read_snapshot
 from memtui.open import open_snapshot
 from tests.conftest import ROOT
 from tests.fixtures import variants

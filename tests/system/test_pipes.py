@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from memtui.cache import ModelCache
+from memtui.cache.store import ModelCache
 from memtui.open import open_snapshot
 from tests.conftest import ROOT
 from tests.fixtures.tiny_snapshot import write_tiny_snapshot

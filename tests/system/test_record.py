@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from memtui.errors import MemtuiError, UsageError
-from memtui.load import read_snapshot
+from memtui.load.read import read_snapshot
 from memtui.open import open_snapshot
 from memtui.record import files
 from memtui.record.steps import parse_steps

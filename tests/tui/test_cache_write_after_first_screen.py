@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from memtui.cache import ModelCache
+from memtui.cache.store import ModelCache
 from memtui.tui.app import MemtuiApp
 from memtui.tui.screens.main import MainScreen
 from tests.fixtures.tiny_snapshot import write_tiny_snapshot

@@ -9,7 +9,7 @@ import threading
 
 import numpy as np
 
-from memtui.cache import ModelCache
+from memtui.cache.store import ModelCache
 from memtui.errors import SnapshotError
 from memtui.open import open_snapshot
 from memtui.tui.app import MemtuiApp

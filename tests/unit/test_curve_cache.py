@@ -8,8 +8,8 @@ import shutil
 import numpy as np
 
 from memtui.analysis.live import allocated_curve, reserved_curve
-from memtui.cache import ModelCache
 from memtui.cache.curves import curves_path, load_curves
+from memtui.cache.store import ModelCache
 from memtui.open import open_snapshot
 from memtui.tui.views.first_view import keep_curves, prepare_view
 

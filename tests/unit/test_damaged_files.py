@@ -18,7 +18,7 @@ import pytest
 
 from memtui.cli import main
 from memtui.errors import SnapshotError
-from memtui.load import read_snapshot
+from memtui.load.read import read_snapshot
 from memtui.open import open_snapshot
 from tests.conftest import SHARED
 from tests.fixtures import variants
@@ -129,7 +129,7 @@ def test_a_file_that_disappears_while_it_is_read(tmp_path):
 
 
 def test_a_changed_file_is_not_cached(tmp_path):
-    from memtui.cache import ModelCache
+    from memtui.cache.store import ModelCache
 
     path = copy_of_real(tmp_path)
     cache = ModelCache(str(tmp_path / "cache"))

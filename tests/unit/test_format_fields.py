@@ -20,7 +20,7 @@ from memtui.analysis.live import life_spans
 from memtui.cli import main
 from memtui.export.convert import convert_file, memory_viz_frame_lines
 from memtui.export.writer import export_snapshot
-from memtui.load import read_snapshot
+from memtui.load.read import read_snapshot
 from memtui.model import actions as act
 from memtui.model.checks import check_snapshot
 from memtui.model.lifetimes import NONE

@@ -12,8 +12,8 @@ import time
 import numpy as np
 import pytest
 
-from memtui.cache import ModelCache
 from memtui.cache.index_store import index_path, load_index
+from memtui.cache.store import ModelCache
 from memtui.open import open_snapshot
 from memtui.replay import IntervalIndex, Replayer
 from memtui.tui.views.first_view import prepare_view

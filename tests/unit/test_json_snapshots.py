@@ -20,9 +20,10 @@ import pytest
 from memtui.cli import main
 from memtui.errors import SnapshotError
 from memtui.export.convert import convert_file
-from memtui.load import inspect_source, open_decompressed, read_snapshot
 from memtui.load.limits import MAX_JSON_DEPTH, JsonStructure
+from memtui.load.read import read_snapshot
 from memtui.load.safe_pickle import safe_load
+from memtui.load.source import inspect_source, open_decompressed
 from memtui.model.snapshot import build_model
 from memtui.open import open_snapshot
 from tests.conftest import ROOT, sample_files, shared_params

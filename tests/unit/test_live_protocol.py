@@ -140,7 +140,7 @@ def test_snapshots_travel_compact_and_come_back_the_same():
     import msgpack
 
     from memtui.live.wire import FrameTable, pack_snapshot, unpack_snapshot
-    from memtui.load import read_snapshot
+    from memtui.load.read import read_snapshot
 
     root = os.path.join(os.path.dirname(__file__), "..", "..", "sample_snapshots")
     for name in ("train_linear_adam.pickle.xz", "oom_training.pickle.xz", "context_none.pickle.xz"):

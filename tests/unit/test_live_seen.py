@@ -10,7 +10,7 @@ from memtui.live import wire
 from memtui.live.model import build_live_model
 from memtui.live.seen import SEEN_NOTE, seen_entries
 from memtui.live.state import LiveState
-from memtui.load import read_snapshot
+from memtui.load.read import read_snapshot
 from memtui.model import actions as act
 
 SAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "sample_snapshots", "train_linear_adam.pickle.xz")

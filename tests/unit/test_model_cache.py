@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from memtui import cli
-from memtui.cache import ModelCache, layout
+from memtui.cache import layout
 from memtui.cache.fileformat import FORMAT_VERSION
+from memtui.cache.store import ModelCache
 from memtui.model import trace_figures
 from memtui.model.actions import OOM
 from memtui.model.snapshot import DeviceModel

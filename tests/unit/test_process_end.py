@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from memtui import process_end as entry
-from memtui.cache import ModelCache
+from memtui.cache.store import ModelCache
 from tests.conftest import ROOT
 from tests.fixtures.tiny_snapshot import write_tiny_snapshot
 

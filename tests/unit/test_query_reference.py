@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memtui.load import read_snapshot
+from memtui.load.read import read_snapshot
 from memtui.model import build_model
 from memtui.query import FilterError, compile_filter
 from tests.conftest import SHARED

@@ -19,7 +19,7 @@ from textual.screen import Screen
 from textual.widgets import Label, ProgressBar
 from textual.worker import get_current_worker
 
-from memtui.cache import ModelCache
+from memtui.cache.store import ModelCache
 from memtui.tui.early_load import EarlyLoad, failure_line
 from memtui.tui.messages import LoadFailed, LoadFinished, LoadProgress
 from memtui.tui.views.first_view import Loader, open_first_view

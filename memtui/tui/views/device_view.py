@@ -14,8 +14,8 @@ from functools import cached_property
 import numpy as np
 
 from memtui.analysis.live import allocated_curve, life_bounds, reserved_curve
-from memtui.cache import ModelCache
 from memtui.cache.index_store import load_index, store_index_later
+from memtui.cache.store import ModelCache
 from memtui.model import DeviceModel, Snapshot
 from memtui.replay import Replayer
 

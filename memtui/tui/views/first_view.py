@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from memtui.cache import ModelCache
 from memtui.cache.curves import load_curves, store_curves_later
-from memtui.load import ProgressFn
+from memtui.cache.store import ModelCache
+from memtui.load.source import ProgressFn
 from memtui.model import Snapshot
 from memtui.open import open_snapshot
 from memtui.tui.views.device_view import DeviceView, build_device_view
