@@ -132,12 +132,15 @@ def open_fast(path: str | os.PathLike, progress: ProgressFn | None = None) -> Sn
 
 def _fast(path: str | os.PathLike, progress: ProgressFn | None) -> tuple[Snapshot | None, FastFallback | None]:
     try:
+        # No collection while the model is built from the scan either (its frame lists and
+        # tables are as many containers), and the memory the scan freed is handed back once,
+        # after the model: handed back before it, the model's columns faulted it in again
+        # (1M info --no-cache 0.97x; the same peak).
         with _gc_paused():
             scanned = scan_snapshot(path, progress)
-        _give_back_freed_memory()
-        if progress is not None:
-            progress("indexing", 0, 1)
-        snapshot = _model_from_scan(scanned, path)
+            if progress is not None:
+                progress("indexing", 0, 1)
+            snapshot = _model_from_scan(scanned, path)
     except FastFallback as exc:
         log.debug("%s: read without the fast path (%s)", os.fspath(path), exc)
         return None, exc

@@ -4,8 +4,8 @@ open to scan by itself, with the same model and the same errors."""
 
 from __future__ import annotations
 
-import lzma
 import json
+import lzma
 import os
 import pickle
 import shutil

@@ -1,0 +1,48 @@
+"""The cyclic collector waits while the modules are imported and while a snapshot is
+decoded and its model built (each makes tens of thousands of containers and next to no
+garbage), and runs while the command does its work and the explorer runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+CHILD = r"""
+import gc, json, sys
+import memtui.__main__  # the entry point: what `memtui` and `python -m memtui` run first
+importing = gc.isenabled()
+import memtui.open as opened
+from memtui import cli
+seen = {}
+building = opened._model_from_scan
+def model_from_scan(*args):
+    seen["model"] = gc.isenabled()
+    return building(*args)
+opened._model_from_scan = model_from_scan
+opening = opened.open_snapshot
+def open_snapshot(*args, **kwargs):
+    seen["command"] = gc.isenabled()
+    try:
+        return opening(*args, **kwargs)
+    finally:
+        seen["after the open"] = gc.isenabled()
+opened.open_snapshot = open_snapshot
+import memtui.commands._common as common
+common.open_snapshot = open_snapshot
+code = cli.main(["info", "--no-cache", sys.argv[1]])
+print(json.dumps({"code": code, "importing": importing, **seen}))
+"""
+
+
+def test_collections_wait_for_the_imports_and_the_model_and_run_for_the_command(tmp_path):
+    from tests.fixtures.tiny_snapshot import write_tiny_snapshot
+
+    snapshot = write_tiny_snapshot(tmp_path)
+    out = subprocess.run([sys.executable, "-c", CHILD, str(snapshot)], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen == {"code": 0, "importing": False, "command": True, "model": False, "after the open": True}
