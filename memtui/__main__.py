@@ -1,15 +1,9 @@
 """``python -m memtui`` and the ``memtui`` command: the exit signals are held before anything
 is imported (memtui/exit_signals.py), so that even a Ctrl-C at start-up ends in one line."""
 
-import gc
-
 from memtui.exit_signals import hold_early_signals
 
 hold_early_signals()
-# No cyclic collection while the modules are imported: they make tens of thousands of
-# objects and next to no garbage, and each collection walks them all again. The command
-# line turns collections back on as the command or the explorer starts (memtui/cli.py).
-gc.disable()
 
 import sys  # noqa: E402
 

@@ -17,7 +17,6 @@ than imported by them. So is the MCP server (``memtui.mcp``), a front end beside
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import os
 import signal
@@ -254,7 +253,6 @@ def _run(argv: list[str], started: list[ModelCache], signals: ExitSignals) -> in
             cache = _hand_down(args, leading, started)
             if cache is not None and argv[0] not in WRITES_AS_BUILT:
                 cache.hold_writes()  # the output first: cache.wait() below starts the write
-            gc.enable()  # off while the modules were imported (memtui/__main__.py)
             code = int(module.run(args) or 0)
             sys.stdout.flush()  # the answer is out before the write begins
         else:
@@ -262,7 +260,6 @@ def _run(argv: list[str], started: list[ModelCache], signals: ExitSignals) -> in
             parser = _explorer_parser(command_names())
             args = parser.parse_args(argv)
             cache = _hand_down(args, leading, started)
-            gc.enable()  # off while the modules were imported (memtui/__main__.py)
             code = _open_explorer(args, parser)
     except MemtuiError as exc:
         print(f"memtui: {exc.message}", file=sys.stderr)
