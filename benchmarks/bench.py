@@ -30,6 +30,7 @@ CHILD = HERE / "bench_child.py"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
+import bytecode  # noqa: E402  (benchmarks/bytecode.py)
 import terminal  # noqa: E402  (benchmarks/terminal.py)
 
 LARGE = 5_000_000  # events from which the large-file targets apply
@@ -357,6 +358,9 @@ def main(argv: list[str] | None = None) -> int:
             for results in saved["files"]:
                 print_table(derive(results), saved.get("machine"))
         return 0
+    note = bytecode.warning()
+    if note:
+        print(note, file=sys.stderr, flush=True)
     machine = {"python": platform.python_version(), "cpus": os.cpu_count(), "cores": args.cores,
                "platform": platform.platform()}
     everything = {"machine": machine, "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]), "files": []}

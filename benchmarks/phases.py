@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import bytecode  # benchmarks/bytecode.py
+
 ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = r"""
@@ -109,6 +111,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    note = bytecode.warning()
+    if note:
+        print(note, file=sys.stderr, flush=True)
     available = len(os.sched_getaffinity(0))
     counts = [c for c in (int(x) for x in args.cores.split(",")) if c <= available]
     results: dict = {}

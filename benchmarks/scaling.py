@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import bytecode  # benchmarks/bytecode.py
+
 ROOT = Path(__file__).resolve().parent.parent
 
 PICKLE = "import pickle, sys\nwith open(sys.argv[1], 'rb') as fh:\n    pickle.load(fh)\n"
@@ -90,6 +92,9 @@ def main() -> int:
     unknown = set(measures) - set(MEASURES)
     if unknown:
         parser.error(f"unknown measure(s): {', '.join(sorted(unknown))}; known: {', '.join(MEASURES)}")
+    note = bytecode.warning()
+    if note:
+        print(note, file=sys.stderr, flush=True)
     available = len(os.sched_getaffinity(0))
     counts = [c for c in (int(x) for x in args.cores.split(",")) if c <= available]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
