@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from memtui.cores import usable_cores
 from memtui.load.changes import FileState, state_of
-from memtui.load.regular_file import MAGIC, open_regular_file
+from memtui.load.regular_file import open_regular_file
 
 try:
     from memtui import _native
@@ -137,8 +137,8 @@ def start(path: str, unless: Callable[[], bool] | None = None) -> bool:
             head = fh.read(8)
     except OSError:
         return False
-    if not _read_by_workers(st.st_size) or not head.startswith(b"\x80") \
-            or any(head.startswith(magic) for magic in MAGIC):
+    # PROTO (0x80) starts a pickle of protocol 2 or more, and no compressed file (regular_file.MAGIC)
+    if not _read_by_workers(st.st_size) or not head.startswith(b"\x80"):
         return False  # small, compressed, or not a pickle: the open reads it another way
     if unless is not None and unless():
         return False

@@ -134,6 +134,18 @@ def test_a_scan_nobody_takes_is_stopped(snapshot, monkeypatch):
     assert ahead.take(str(snapshot), file_state(snapshot)) is None
 
 
+def test_no_compressed_file_starts_a_scan_however_large(tmp_path, monkeypatch):
+    """The scan wants a pickle's PROTO (0x80) first, which no compression's magic starts with."""
+    from memtui.load.regular_file import MAGIC
+
+    monkeypatch.setattr(ahead, "_read_by_workers", lambda size: True)
+    for i, magic in enumerate(MAGIC):
+        path = tmp_path / f"compressed{i}"
+        path.write_bytes(magic + b"\0" * 64)
+        assert not ahead.start(str(path))
+    assert ahead._started is None
+
+
 def test_nothing_starts_where_the_open_would_not_scan_on_many_cores(tmp_path, snapshot, monkeypatch):
     compressed = tmp_path / "s.pickle.xz"
     compressed.write_bytes(lzma.compress(snapshot.read_bytes()))
