@@ -358,9 +358,7 @@ def main(argv: list[str] | None = None) -> int:
             for results in saved["files"]:
                 print_table(derive(results), saved.get("machine"))
         return 0
-    note = bytecode.warning()
-    if note:
-        print(note, file=sys.stderr, flush=True)
+    bytecode.say_if_missing()
     machine = {"python": platform.python_version(), "cpus": os.cpu_count(), "cores": args.cores,
                "platform": platform.platform()}
     everything = {"machine": machine, "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]), "files": []}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 
 PACKAGES = ("numpy", "msgpack", "memtui")
 
@@ -31,11 +32,12 @@ def missing(packages: tuple[str, ...] = PACKAGES) -> dict[str, tuple[int, int]]:
     return out
 
 
-def warning() -> str | None:
-    """One line naming the packages without bytecode, or None."""
+def say_if_missing() -> None:
+    """One line on standard error naming the packages without bytecode, if any."""
     lacking = missing()
     if not lacking:
-        return None
+        return
     named = ", ".join(f"{name} ({n} of {total} modules)" for name, (n, total) in lacking.items())
-    return (f"note: no compiled bytecode for {named}: every process here compiles them as it imports them, "
-            f"which an installed copy does not; `python -m compileall -q <package folder>` first")
+    print(f"note: no compiled bytecode for {named}: every process here compiles them as it imports them, "
+          f"which an installed copy does not; `python -m compileall -q <package folder>` first",
+          file=sys.stderr, flush=True)

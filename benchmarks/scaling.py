@@ -92,9 +92,7 @@ def main() -> int:
     unknown = set(measures) - set(MEASURES)
     if unknown:
         parser.error(f"unknown measure(s): {', '.join(sorted(unknown))}; known: {', '.join(MEASURES)}")
-    note = bytecode.warning()
-    if note:
-        print(note, file=sys.stderr, flush=True)
+    bytecode.say_if_missing()
     available = len(os.sched_getaffinity(0))
     counts = [c for c in (int(x) for x in args.cores.split(",")) if c <= available]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
