@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -34,6 +33,7 @@ from memtui.report.text import text_lines
 from memtui.tui.messages import AnalysisComputed, AnalysisFailed
 from memtui.tui.views.analysis_jumps import AnalysisJump
 from memtui.tui.views.locations import Location, fit_location, site_location
+from memtui.tui.workers import thread_work
 
 Cell = str | Location
 Row = tuple[tuple[Cell, ...], AnalysisJump | None]
@@ -223,7 +223,7 @@ class AnalysisScreen(ModalScreen[AnalysisJump | None]):
         self.set_focus(self.table)  # from the start: keys typed while it computes scroll the report
         self._compute()
 
-    @work(thread=True, exclusive=True, group="analysis", exit_on_error=False)
+    @thread_work(exclusive=True, group="analysis", exit_on_error=False)
     def _compute(self) -> None:
         try:
             result = self.compute()

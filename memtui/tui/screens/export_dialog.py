@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -27,6 +27,7 @@ from memtui.export.writer import ExportResult, export_snapshot
 from memtui.model import Snapshot
 from memtui.tui.messages import ExportFinished, ExportProgress
 from memtui.tui.views.log_scope import Filter, LogScope, Site
+from memtui.tui.workers import thread_work
 
 
 @dataclass
@@ -153,7 +154,7 @@ class ExportDialog(ModalScreen[ExportResult | None]):
         self.say(f"writing {path}…")
         self._write(path, force, self.query_one("#export-stacks", Checkbox).value)
 
-    @work(thread=True, exclusive=True, group="export")
+    @thread_work(exclusive=True, group="export")
     def _write(self, path: str, force: bool, include_stacks: bool) -> None:
         worker = get_current_worker()
         r = self.request

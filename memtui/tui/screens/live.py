@@ -16,7 +16,6 @@ import os
 import time
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -37,6 +36,7 @@ from memtui.tui.widgets.live_plot import CounterPlot
 from memtui.tui.widgets.rank_lines import RankLines
 from memtui.tui.widgets.segment_map import SegmentMap
 from memtui.tui.widgets.status_line import StatusLine
+from memtui.tui.workers import thread_work
 from memtui.units import format_bytes
 
 REDRAW = 0.1  # seconds between looks at what arrived
@@ -162,7 +162,7 @@ class LiveScreen(Screen):
         devices = (client.state.hello.get("devices") if client else None) or [0]
         return int(devices[0])
 
-    @work(thread=True, exclusive=True, group="live-model")
+    @thread_work(exclusive=True, group="live-model")
     def _build(self, client: LiveClient, version: int) -> None:
         try:
             messages = len(self._device_ooms(list(client.state.ooms)))  # the state read next holds these
@@ -312,7 +312,7 @@ class LiveScreen(Screen):
         self.status.say("freezing: the job takes a whole snapshot now (it keeps running)…")
         self._freeze(client)
 
-    @work(thread=True, exclusive=True, group="save")
+    @thread_work(exclusive=True, group="save")
     def _freeze(self, client: LiveClient) -> None:
         snapshot = client.freeze(timeout=120)
         if snapshot is None:
@@ -334,7 +334,7 @@ class LiveScreen(Screen):
             return
         self._save(client)
 
-    @work(thread=True, exclusive=True, group="save")
+    @thread_work(exclusive=True, group="save")
     def _save(self, client: LiveClient) -> None:
         self._write(client.state.raw_snapshot(), "last", open_after=False)
 

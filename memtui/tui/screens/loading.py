@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import time
 
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Center, Vertical
@@ -23,6 +22,7 @@ from memtui.cache.store import ModelCache
 from memtui.tui.early_load import EarlyLoad, failure_line
 from memtui.tui.messages import LoadFailed, LoadFinished, LoadProgress
 from memtui.tui.views.first_view import Loader, open_first_view
+from memtui.tui.workers import thread_work
 from memtui.units import format_bytes
 
 PROGRESS_INTERVAL = 0.05  # seconds between progress messages: enough for a smooth bar
@@ -86,7 +86,7 @@ class LoadingScreen(Screen):
     def on_mount(self) -> None:
         self._load()
 
-    @work(thread=True, exclusive=True, group="load", exit_on_error=False)
+    @thread_work(exclusive=True, group="load", exit_on_error=False)
     def _load(self) -> None:
         worker = get_current_worker()
         last = [0.0, ""]

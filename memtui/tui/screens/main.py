@@ -15,7 +15,6 @@ import os
 from collections.abc import Callable, Iterable
 from functools import partial
 
-from textual import work
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -52,6 +51,7 @@ from memtui.tui.widgets.stack_inspector import StackInspector
 from memtui.tui.widgets.status_line import StatusLine
 from memtui.tui.widgets.summary_bar import SummaryBar
 from memtui.tui.widgets.timeline import Timeline
+from memtui.tui.workers import thread_work
 from memtui.units import format_bytes, plural
 
 # (key, action, description, shown in the footer); the palette offers the same actions.
@@ -162,7 +162,7 @@ class MainScreen(Screen):
         if not view.replayer.indexed:  # the time-travel index, built once the screen is drawn
             self.call_after_refresh(self._index_view, view)
 
-    @work(thread=True, group="index")
+    @thread_work(group="index")
     def _index_view(self, view: DeviceView) -> None:
         view.index_replayer()
 
@@ -325,7 +325,7 @@ class MainScreen(Screen):
             self.status.say(f"preparing device {d}…")
             self._build_view(d, then)
 
-    @work(thread=True, exclusive=True, group="device")
+    @thread_work(exclusive=True, group="device")
     def _build_view(self, d: int, then: Callable[[], None] | None) -> None:
         self.post_message(DeviceReady(build_device_view(self.snapshot, d), then))
 

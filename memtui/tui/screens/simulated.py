@@ -13,7 +13,6 @@ import dataclasses
 
 import numpy as np
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -30,6 +29,7 @@ from memtui.tui.messages import AnalysisComputed, AnalysisFailed, SimulatedState
 from memtui.tui.views.device_view import DeviceView
 from memtui.tui.widgets.segment_map import SegmentMap
 from memtui.tui.widgets.timeline import Timeline
+from memtui.tui.workers import thread_work
 from memtui.units import format_bytes
 
 
@@ -90,7 +90,7 @@ class SimulatedScreen(ModalScreen[None]):
     def _banner(self, text: str) -> None:
         self.query_one("#sim-banner", Label).update(Text(text))
 
-    @work(thread=True, exclusive=True, group="simulated", exit_on_error=False)
+    @thread_work(exclusive=True, group="simulated", exit_on_error=False)
     def _compute(self) -> None:
         try:
             requests = build_requests(self.view.device)
@@ -131,7 +131,7 @@ class SimulatedScreen(ModalScreen[None]):
             return
         self.query_one(SegmentMap).show_state(self.sim_view, state, None)
 
-    @work(thread=True, exclusive=True, group="simulated-state", exit_on_error=False)
+    @thread_work(exclusive=True, group="simulated-state", exit_on_error=False)
     def _state_at(self, event: int) -> None:
         run = self.run
         if run is not None:

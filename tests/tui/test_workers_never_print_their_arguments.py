@@ -1,0 +1,66 @@
+"""The explorer's workers never print their arguments as they start.
+
+Textual describes a worker started from a ``@work`` method by the repr of its arguments, made
+on the thread that draws the screen. A view's repr is numpy printing its columns: at ten
+million events, 0.16 s that the first screen waited for. Workers are declared through
+memtui/tui/workers.py, which describes each by its method's name.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import memtui
+from memtui.tui.views.device_view import DeviceView
+from memtui.tui.workers import thread_work
+from tests.tui.helpers import make_app, ready, settle, tiny_path
+
+PACKAGE = Path(memtui.__file__).parent
+
+
+async def test_opening_the_explorer_never_prints_the_view(monkeypatch):
+    printed: list[str] = []
+    monkeypatch.setattr(DeviceView, "__repr__", lambda self: printed.append("view") or "DeviceView(...)")
+    app = make_app(tiny_path())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(app, pilot)
+        await settle(app, pilot)  # the time-travel index's worker, started with the view, has run
+        described = [worker.description for worker in app.workers]
+    assert printed == []
+    assert all("(" not in text for text in described)
+
+
+def test_a_worker_is_described_by_its_methods_name():
+    class Costly:
+        def __repr__(self) -> str:
+            raise AssertionError("printed")
+
+    started: list[dict] = []
+
+    class Host:
+        def run_worker(self, work, **options):
+            started.append(options)
+
+    @thread_work(group="g")
+    def index(self, view) -> None:
+        pass
+
+    from textual.dom import DOMNode
+
+    host = DOMNode()
+    host.run_worker = Host().run_worker  # type: ignore[method-assign]
+    index(host, Costly())
+    assert started[0]["description"] == "index" and started[0]["thread"] is True and started[0]["group"] == "g"
+
+
+def test_every_worker_is_declared_through_the_one_helper():
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        if path == PACKAGE / "tui" / "workers.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "textual" and any(
+                    alias.name == "work" for alias in node.names):
+                offenders.append(str(path.relative_to(PACKAGE)))
+    assert offenders == []
