@@ -30,6 +30,7 @@ from memtui.live.views import by_headroom, duration, live_call_sites, oom_headli
 from memtui.model import actions as act
 from memtui.record.files import write_snapshot
 from memtui.tui.messages import LiveModelReady, SnapshotSaved
+from memtui.tui.one_frame import draw_in_this_frame
 from memtui.tui.views.device_view import DeviceView, build_device_view
 from memtui.tui.widgets.event_log import EventLog
 from memtui.tui.widgets.live_plot import CounterPlot
@@ -228,6 +229,7 @@ class LiveScreen(Screen):
             focus = int(view.device.trace.addr[i])
         self.segment_map.show_state(view, state, focus)
         self.segment_map.refresh_title()
+        draw_in_this_frame(self, self.segment_map)  # with the event log's cursor
 
     def _show_sites(self, sites: list[dict]) -> None:
         if not sites:

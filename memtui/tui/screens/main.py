@@ -25,6 +25,7 @@ from memtui.model import Snapshot
 from memtui.model import actions as act
 from memtui.model.lifetimes import NONE
 from memtui.tui.messages import BreakdownReady, DeviceReady, FilterDone, SearchDone
+from memtui.tui.one_frame import draw_in_this_frame
 from memtui.tui.screens.analysis_actions import analysis_screen
 from memtui.tui.screens.breakdown_controller import BreakdownController
 from memtui.tui.screens.filter_controller import FilterController
@@ -187,7 +188,9 @@ class MainScreen(Screen):
         self.segment_map.show_state(view, state, focus_address)
         self._title_map()
         self.inspector.show(partial(event_lines, view, i, state))
-        self.query_one(Timeline).set_cursor(max(i, 0))
+        timeline = self.query_one(Timeline)
+        timeline.set_cursor(max(i, 0))
+        draw_in_this_frame(self, self.segment_map, self.inspector, timeline)  # with the event log's cursor
 
     def _title_map(self) -> None:
         self.segment_map.refresh_title()  # the map says what it counts (memtui.state_figures)
