@@ -18,13 +18,14 @@ from textual.strip import Strip
 
 from memtui.analysis.live_tree import TreeNode
 from memtui.tui.views.stacked_plot import CATEGORY_COLOURS, category_css
+from memtui.tui.widgets.pass_style import PassStyle
 from memtui.units import format_bytes
 
 MIX_CELLS = 6
 Path = tuple[int, ...]
 
 
-class CallTree(ScrollView, can_focus=True):
+class CallTree(PassStyle, ScrollView, can_focus=True):
     DEFAULT_CSS = """
     CallTree {
         overflow-y: auto;
@@ -182,7 +183,7 @@ class CallTree(ScrollView, can_focus=True):
         width = self.scrollable_content_region.width
         k = scroll_y + y
         if not 0 <= k < len(self._rows):
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, self.base_style)
         base = self.get_component_rich_style("call-tree--cursor") if k == self._cursor and self.has_focus else \
             (Style(reverse=True) if k == self._cursor else Style())
         segments = []
@@ -190,13 +191,13 @@ class CallTree(ScrollView, can_focus=True):
             if isinstance(style, tuple):
                 colour = self.get_component_rich_style(
                     f"call-tree--category-{min(style[1], len(CATEGORY_COLOURS) - 1)}").color
-                segments.append(Segment(text, self.rich_style + Style(color=colour)))
+                segments.append(Segment(text, self.base_style + Style(color=colour)))
             else:
-                rich = self.get_component_rich_style(f"call-tree--{style}") if style else self.rich_style
+                rich = self.get_component_rich_style(f"call-tree--{style}") if style else self.base_style
                 segments.append(Segment(text, rich + base if k == self._cursor else rich))
         strip = Strip(segments)
-        return strip.crop_extend(scroll_x, scroll_x + width, self.rich_style + base if k == self._cursor else
-                                 self.rich_style)
+        return strip.crop_extend(scroll_x, scroll_x + width, self.base_style + base if k == self._cursor else
+                                 self.base_style)
 
     def on_focus(self) -> None:
         self.refresh()

@@ -25,6 +25,7 @@ from memtui.model import actions as act
 from memtui.tui.messages import Latest
 from memtui.tui.views.device_view import DeviceView
 from memtui.tui.views.event_columns import ColumnLayout, EventColumns
+from memtui.tui.widgets.pass_style import PassStyle
 
 _ACTION_CLASS = {
     act.ALLOC: "event-log--alloc",
@@ -40,7 +41,7 @@ _ACTION_CLASS = {
 CURSOR_MARK = "▶"
 
 
-class EventLog(ScrollView, can_focus=True):
+class EventLog(PassStyle, ScrollView, can_focus=True):
     """Trace entries of one device; the cursor selects the event the other panes show."""
 
     DEFAULT_CSS = """
@@ -244,7 +245,7 @@ class EventLog(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
-        base = self.rich_style
+        base = self.base_style
         if self._columns is None or width <= 0:
             return Strip.blank(width, base)
         layout = self._column_layout(width)
@@ -267,7 +268,7 @@ class EventLog(ScrollView, can_focus=True):
         cells, code = self._columns.cells(event, layout)
         muted = self.get_component_rich_style("event-log--muted")
         action_style = self.get_component_rich_style(_ACTION_CLASS.get(code, "event-log--other"))
-        plain = self.rich_style
+        plain = self.base_style
         styles = [muted] + ([muted] if layout.time else []) + [action_style, plain, plain]
         styles += ([muted] if layout.stream else []) + [plain]
         cursor: Style | None = self.get_component_rich_style("event-log--cursor") if is_cursor else None

@@ -49,6 +49,7 @@ from memtui.tui.views.segment_rows import (
     StateLayout,
     state_name,
 )
+from memtui.tui.widgets.pass_style import PassStyle
 from memtui.units import format_bytes
 
 HEADER_LINES = 3  # figures at the cursor, the legend, the selected segment
@@ -62,7 +63,7 @@ _ALT_CLASS = {PENDING_CELL: "segment-map--pending-alt", ALLOCATED_CELL: "segment
 _SHORT_WORDS = {"allocated": "alloc", "pending free": "pending", "part free": "part"}
 
 
-class SegmentMap(ScrollView, can_focus=True):
+class SegmentMap(PassStyle, ScrollView, can_focus=True):
     """Segments and blocks after the selected event."""
 
     DEFAULT_CSS = """
@@ -336,7 +337,7 @@ class SegmentMap(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
-        plain = self.rich_style
+        plain = self.base_style
         if self._layout is None or width <= 0:
             return Strip.blank(width, plain)
         if y == 0:
@@ -359,14 +360,14 @@ class SegmentMap(ScrollView, can_focus=True):
         labels = ("reserved", "allocated", "active") if width >= 64 else ("res", "alloc", "active")
         text = (f" {labels[0]} {format_bytes(st.reserved)} · {labels[1]} {format_bytes(st.allocated)}"
                 f" · {labels[2]} {format_bytes(st.active)}")
-        return Strip([Segment(text, self._style("segment-map--header"))]).crop_extend(0, width, self.rich_style)
+        return Strip([Segment(text, self._style("segment-map--header"))]).crop_extend(0, width, self.base_style)
 
     def _legend_line(self, width: int) -> Strip:
         """What the bars' glyphs and colours mean (all of it is in the help screen)."""
         muted = self._style("segment-map--muted")
         if self.list_mode:
             text = " rows: a segment, then its blocks and free runs by address"
-            return Strip([Segment(text, muted)]).crop_extend(0, width, self.rich_style)
+            return Strip([Segment(text, muted)]).crop_extend(0, width, self.base_style)
         ghosts = self._layout is not None and self._layout.ghost is not None and bool(self._layout.ghost.any())
         items = [(chars, kind, word) for chars, kind, word, _ in LEGEND if kind not in (MATCHED_CELL, SELECTED_CELL)
                  and (kind != GHOST_CELL or ghosts)]
@@ -379,13 +380,13 @@ class SegmentMap(ScrollView, can_focus=True):
             segments.append(Segment(" ", muted))
             segments.append(Segment(chars, self._style(_CELL_CLASS[kind]) if kind is not None else muted))
             segments.append(Segment(" " + (word if long <= width else _SHORT_WORDS.get(word, word)), muted))
-        return Strip(segments).crop_extend(0, width, self.rich_style)
+        return Strip(segments).crop_extend(0, width, self.base_style)
 
     def _detail_line(self, width: int) -> Strip:
         muted = self._style("segment-map--muted")
         s = self._segment
         if s == NONE or s >= self._layout.n_segments:
-            return Strip([Segment(" no segments at this point", muted)]).crop_extend(0, width, self.rich_style)
+            return Strip([Segment(" no segments at this point", muted)]).crop_extend(0, width, self.base_style)
         st = self.state
         free, largest = self._layout.free_figures(s)
         frag = f" (fragmentation {100 - 100 * largest // free}%)" if free else ""
@@ -396,7 +397,7 @@ class SegmentMap(ScrollView, can_focus=True):
             label = self._block_label(self._block)
             parts.append(("ghost block" if self._is_ghost(self._block) else "block")
                          + (f" “{label}”" if label else ""))
-        return Strip([Segment(" · ".join(parts), muted)]).crop_extend(0, width, self.rich_style)
+        return Strip([Segment(" · ".join(parts), muted)]).crop_extend(0, width, self.base_style)
 
     def _segment_tags(self, s: int, long: bool = False) -> list[str]:
         st = self.state
@@ -453,7 +454,7 @@ class SegmentMap(ScrollView, can_focus=True):
                 text = "".join(char for char, _ in looks[start:c])
                 segments.append(Segment(text, self._style(looks[start][1])))
                 start = c
-        return Strip(segments).crop_extend(0, width, self.rich_style)
+        return Strip(segments).crop_extend(0, width, self.base_style)
 
     @staticmethod
     def _cell_class(kind: int, alt: bool) -> str:
@@ -468,11 +469,11 @@ class SegmentMap(ScrollView, can_focus=True):
         if row.kind == SEGMENT_ROW:
             tags = " ".join(self._segment_tags(row.segment, long=True))
             text = f"{'▶' if line == self._row else ' '}segment {row.address:x} {format_bytes(row.size)} {tags}"
-            return Strip([Segment(text, self._style("segment-map--header"))]).crop_extend(0, width, self.rich_style)
+            return Strip([Segment(text, self._style("segment-map--header"))]).crop_extend(0, width, self.base_style)
         marker = "▶" if line == self._row else " "
         if row.kind == GAP_ROW:
             text = f"{marker}  {row.address:>12x} {format_bytes(row.size):>10}  free"
-            return Strip([Segment(text, muted)]).crop_extend(0, width, self.rich_style)
+            return Strip([Segment(text, muted)]).crop_extend(0, width, self.base_style)
         b = row.block
         code = int(st.blk_state[b])
         life = int(st.blk_life[b])
@@ -488,7 +489,7 @@ class SegmentMap(ScrollView, can_focus=True):
         text = (f"{marker}  {row.address:>12x} {format_bytes(row.size):>10}  {what:<12} "
                 + (f"“{label}” " if label else "") + name)
         style = self._style(_CELL_CLASS[SELECTED_CELL if b == self._block and row.kind == BLOCK_ROW else kind])
-        return Strip([Segment(text, style)]).crop_extend(0, width, self.rich_style)
+        return Strip([Segment(text, style)]).crop_extend(0, width, self.base_style)
 
     def _address_n(self, b: int, life: int) -> str:
         dev = self._view.device

@@ -15,8 +15,10 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from memtui.tui.widgets.pass_style import PassStyle
 
-class StyledLines(ScrollView):
+
+class StyledLines(PassStyle, ScrollView):
     """Draws ``self.lines``; :meth:`set_lines` replaces them."""
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -51,9 +53,9 @@ class StyledLines(ScrollView):
         width = self.scrollable_content_region.width
         k = scroll_y + y
         if not 0 <= k < len(self._lines):
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, self.base_style)
         strip = self._strips.get(k)
         if strip is None:
             strip = Strip([Segment(text, self.rich_style_of(style)) for text, style in self._lines[k]])
             self._strips[k] = strip
-        return strip.crop_extend(scroll_x, scroll_x + width, self.rich_style)
+        return strip.crop_extend(scroll_x, scroll_x + width, self.base_style)

@@ -26,6 +26,7 @@ from textual.widget import Widget
 from memtui.tui.views.device_view import DeviceView
 from memtui.tui.views.plot import BAND, FILL, LINE, column_of_event, event_of_column, raster
 from memtui.tui.views.stacked_plot import CATEGORY_COLOURS, NONE, category_css, peak_points, stacked_raster
+from memtui.tui.widgets.pass_style import PassStyle
 from memtui.units import format_bytes
 
 LABEL_WIDTH = 11
@@ -37,7 +38,7 @@ SHORT_NAMES = {"parameters": "params", "gradients": "grads", "optimizer_state": 
                "activations": "activ", "temporaries": "temp", "other": "other", "unknown": "unknown"}
 
 
-class Timeline(Widget):
+class Timeline(PassStyle, Widget):
     """Memory over the trace for one device, with the cursor event marked."""
 
     DEFAULT_CSS = """
@@ -141,13 +142,13 @@ class Timeline(Widget):
     def render_line(self, y: int) -> Strip:
         width, height = self.size
         if self._view is None or width <= 0:
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, self.base_style)
         plot = self._plot_strips(width, height)
         if y == 0:
             return self._legend(width)
         if y == height - 1:
             return self._axis(width)
-        return plot[y - 1] if 0 <= y - 1 < len(plot) else Strip.blank(width, self.rich_style)
+        return plot[y - 1] if 0 <= y - 1 < len(plot) else Strip.blank(width, self.base_style)
 
     def _plot_strips(self, width: int, height: int) -> list[Strip]:
         key = (width, height, self.stacked)
@@ -166,7 +167,7 @@ class Timeline(Widget):
                   BAND: self.get_component_rich_style("timeline--band"),
                   LINE: self.get_component_rich_style("timeline--reserved")}
         muted = self.get_component_rich_style("timeline--muted")
-        plain = self.rich_style
+        plain = self.base_style
         strips = []
         for r, chars in enumerate(picture.chars):
             label = format_bytes(top) if r == 0 else ("0 B" if r == rows - 1 else "")
@@ -192,7 +193,7 @@ class Timeline(Widget):
         top = max(int(values.sum(axis=0).max()) if values.size else 0, 1)
         picture = stacked_raster(values, rows, top)
         muted = self.get_component_rich_style("timeline--muted")
-        plain = self.rich_style
+        plain = self.base_style
         colours = [self.category_style(k).color for k in range(len(values))]
         strips = []
         for r in range(rows):
@@ -212,12 +213,12 @@ class Timeline(Widget):
 
     def _stacked_legend(self, width: int, at: str, alloc: int) -> Strip:
         muted = self.get_component_rich_style("timeline--muted")
-        segments = [Segment(" " + at, muted), Segment(format_bytes(alloc) + " ", self.rich_style)]
+        segments = [Segment(" " + at, muted), Segment(format_bytes(alloc) + " ", self.base_style)]
         for k in self._present or range(len(self._category_names)):
             name = self._category_names[k]
             segments.append(Segment("■", self.category_style(k)))
-            segments.append(Segment(SHORT_NAMES.get(name, name) + " ", self.rich_style))
-        return Strip(segments).crop_extend(0, width, self.rich_style)
+            segments.append(Segment(SHORT_NAMES.get(name, name) + " ", self.base_style))
+        return Strip(segments).crop_extend(0, width, self.base_style)
 
     def _legend(self, width: int) -> Strip:
         view, i = self._view, self._cursor
@@ -237,14 +238,14 @@ class Timeline(Widget):
             return self._stacked_legend(width, at, alloc)
         segments = [
             Segment(" " + at, muted),
-            Segment("⣿ allocated ", fill), Segment(format_bytes(alloc) + "  ", self.rich_style),
-            Segment("⠒ reserved ", line), Segment(format_bytes(reserved) + "  ", self.rich_style),
+            Segment("⣿ allocated ", fill), Segment(format_bytes(alloc) + "  ", self.base_style),
+            Segment("⠒ reserved ", line), Segment(format_bytes(reserved) + "  ", self.base_style),
             Segment(f"peak {format_bytes(view.peak_allocated)}", muted),
         ]
         span = view.annotations.active_at(i) if n else ""
         if span:
             segments.append(Segment(f"  in {span}", self.get_component_rich_style("timeline--annotation")))
-        return Strip(segments).crop_extend(0, width, self.rich_style)
+        return Strip(segments).crop_extend(0, width, self.base_style)
 
     def _axis(self, width: int) -> Strip:
         view = self._view
@@ -271,7 +272,7 @@ class Timeline(Widget):
                 style = {CURSOR_MARK: cursor, ANNOTATION_MARK: note, MATCH_MARK: match}.get(char, muted)
                 segments.append(Segment(char * (c - start), style))
                 start = c
-        return Strip(segments).crop_extend(0, width, self.rich_style)
+        return Strip(segments).crop_extend(0, width, self.base_style)
 
     def on_click(self, event: events.Click) -> None:
         cols = self._plot_width(self.size.width)
