@@ -1,0 +1,39 @@
+"""The explorer's first screen, opened from the cache as a warm open is, never imports
+numpy.ma: np.unique imports it (15-25 ms on the thread that draws the first screen), so the
+views that ran it there (the plot's annotation marks, the actions that carry a stack) mark
+a table instead."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+SAMPLE = Path(__file__).parents[2] / "sample_snapshots" / "oom_training.pickle.xz"
+
+OPEN_TO_THE_FIRST_SCREEN = textwrap.dedent("""
+    import asyncio, sys
+    from memtui.cache.store import ModelCache
+    from memtui.tui.app import MemtuiApp
+    from memtui.tui.screens.main import MainScreen
+
+    async def main(path, folder):
+        app = MemtuiApp(path, cache=ModelCache(folder), show_source=False)
+        async with app.run_test(size=(120, 40)) as pilot:
+            for _ in range(500):
+                if isinstance(app.screen, MainScreen):
+                    break
+                await pilot.pause(0.02)
+            await pilot.pause(0.3)
+            print(type(app.screen).__name__, "numpy.ma" in sys.modules)
+
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
+""")
+
+
+def test_a_warm_first_screen_never_imports_numpy_ma(tmp_path):
+    run = [sys.executable, "-c", OPEN_TO_THE_FIRST_SCREEN, str(SAMPLE), str(tmp_path / "cache")]
+    subprocess.run(run, check=True, capture_output=True, timeout=120)  # the first open writes the cache
+    shown = subprocess.run(run, check=True, capture_output=True, text=True, timeout=120).stdout.split()
+    assert shown == ["MainScreen", "False"]

@@ -1,0 +1,42 @@
+"""The action codes that carry a stack somewhere in a trace: marked in a table of codes, the
+same set as the distinct codes of the events with a stack."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.fixtures.opened import cached
+
+SAMPLES = sorted((Path(__file__).parents[2] / "sample_snapshots").glob("*.pickle.xz"))
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
+def test_the_codes_are_those_of_the_events_with_a_stack(path):
+    for dev in cached(str(path)).devices:
+        trace = dev.trace
+        assert dev.actions_with_stacks == {int(a) for a in np.unique(trace.action[trace.stack >= 0])}
+
+
+def test_no_stack_anywhere_and_a_code_past_the_known_ones():
+    dev = cached(str(SAMPLES[0])).devices[0]
+    bare = dataclasses.replace(dev.trace, stack=np.full(len(dev.trace), -1, dev.trace.stack.dtype))
+    assert type(dev).actions_with_stacks.func(_with_trace(dev, bare)) == frozenset()
+    action = dev.trace.action.copy()
+    action[0] = 40  # an action this version has never seen gets the next free code
+    stack = dev.trace.stack.copy()
+    stack[0] = 0
+    odd = dataclasses.replace(dev.trace, action=action, stack=stack)
+    assert 40 in type(dev).actions_with_stacks.func(_with_trace(dev, odd))
+
+
+def _with_trace(dev, trace):
+    class Holder:
+        pass
+
+    holder = Holder()
+    holder.trace = trace
+    return holder
