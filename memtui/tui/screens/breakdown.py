@@ -14,13 +14,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from memtui.analysis.breakdown import step_peaks
 from memtui.model.snapshot import NOT_REPLAYED, SOURCE_END
 from memtui.tui.views.breakdown_view import DeviceBreakdown
 from memtui.tui.widgets.breakdown_pane import BreakdownPane
 from memtui.tui.widgets.call_tree import CallTree
+from memtui.tui.widgets.key_footer import KeyFooter
 from memtui.tui.widgets.timeline import Timeline
 from memtui.units import format_bytes
 
@@ -68,7 +69,7 @@ class BreakdownScreen(Screen[int]):
             yield BreakdownPane(id="breakdown-pane")
             yield CallTree(id="breakdown-tree")
         yield Input(placeholder="search frames (file, function); Enter finds, Esc closes", id="breakdown-search")
-        yield Footer()
+        yield KeyFooter()
 
     @property
     def pane(self) -> BreakdownPane:

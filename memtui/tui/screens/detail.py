@@ -7,11 +7,11 @@ from functools import partial
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from memtui.model import actions as act
 from memtui.tui.views.device_view import DeviceView
 from memtui.tui.views.inspector_content import event_lines
+from memtui.tui.widgets.key_footer import KeyFooter
 from memtui.tui.widgets.stack_inspector import StackInspector
 
 
@@ -31,7 +31,7 @@ class DetailScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield StackInspector(id="detail")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         inspector = self.query_one(StackInspector)

@@ -6,11 +6,12 @@ from collections.abc import Callable
 
 from textual.app import ComposeResult
 from textual.screen import Screen
-from textual.widgets import Footer, OptionList, Static
+from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from memtui.live.runtime import JobInfo
 from memtui.live.views import duration
+from memtui.tui.widgets.key_footer import KeyFooter
 
 
 def group_jobs(jobs: list[JobInfo]) -> list[list[JobInfo]]:
@@ -41,7 +42,7 @@ class JobListScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static(f"{len(self.groups)} live jobs: choose one to watch", id="jobs-title")
         yield OptionList(*[Option(describe(g)) for g in self.groups], id="jobs")
-        yield Footer()
+        yield KeyFooter()
 
     def on_option_list_option_selected(self, message: OptionList.OptionSelected) -> None:
         self._on_choose(self.groups[message.option_index])

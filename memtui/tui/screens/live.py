@@ -20,7 +20,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from memtui.live import protocol as p
 from memtui.live.client import LiveClient
@@ -33,6 +33,7 @@ from memtui.tui.messages import LiveModelReady, SnapshotSaved
 from memtui.tui.one_frame import draw_in_this_frame
 from memtui.tui.views.device_view import DeviceView, build_device_view
 from memtui.tui.widgets.event_log import EventLog
+from memtui.tui.widgets.key_footer import KeyFooter
 from memtui.tui.widgets.live_plot import CounterPlot
 from memtui.tui.widgets.rank_lines import RankLines
 from memtui.tui.widgets.segment_map import SegmentMap
@@ -91,7 +92,7 @@ class LiveScreen(Screen):
             yield self.sites
         self.status = StatusLine(id="status")
         yield self.status
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#ranks").display = len(self.jobs) > 1

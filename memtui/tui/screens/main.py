@@ -19,7 +19,6 @@ from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from memtui.model import Snapshot
 from memtui.model import actions as act
@@ -46,6 +45,7 @@ from memtui.tui.views.log_scope import ALL, Filter, LogScope, Site
 from memtui.tui.widgets.breakdown_pane import BreakdownPane
 from memtui.tui.widgets.event_log import EventLog
 from memtui.tui.widgets.filter_bar import FilterBar
+from memtui.tui.widgets.key_footer import KeyFooter
 from memtui.tui.widgets.search_bar import SearchBar
 from memtui.tui.widgets.segment_map import SegmentMap
 from memtui.tui.widgets.stack_inspector import StackInspector
@@ -125,7 +125,7 @@ class MainScreen(Screen):
         yield SearchBar(id="search")
         yield FilterBar(id="filter")
         yield self.status
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.inspector.border_title = "Stack"
