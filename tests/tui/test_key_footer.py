@@ -1,41 +1,67 @@
-"""The footer is built again only when the keys it shows change (memtui/tui/widgets/key_footer.py),
-and always shows the screen's keys: those of the widget with the focus among them."""
+"""The footer (memtui/tui/widgets/key_footer.py) shows the screen's keys as Textual's footer
+lists them, follows the focus, is one widget whatever the keys, and a click presses a key."""
 
 from __future__ import annotations
 
-from textual.widgets._footer import FooterKey
+from textual.widget import Widget
 
 from memtui.tui.widgets.key_footer import KeyFooter
 from tests.tui.helpers import make_app, ready, settle, tiny_path
 
 
-def _shown(footer: KeyFooter) -> list[str]:
-    return [key.key for key in footer.query(FooterKey)]
-
-
 def _expected(screen) -> list[str]:
-    """The keys shown, then the command palette's on the right."""
+    """The first key of each action shown, in the order of the screen's active bindings."""
+    seen: dict[str, str] = {}
     palette = screen.app.COMMAND_PALETTE_BINDING
-    return [key for key, active in screen.active_bindings.items() if active.binding.show and key != palette] + [
-        palette]
+    for key, active in screen.active_bindings.items():
+        if active.binding.show and key != palette:
+            seen.setdefault(active.binding.action, active.binding.key)
+    return list(seen.values())
 
 
-async def test_the_footer_shows_the_keys_and_skips_a_rebuild_with_nothing_new():
+async def test_the_footer_follows_the_keys_of_the_focus():
     app = make_app(tiny_path())
     async with app.run_test(size=(160, 40)) as pilot:
         screen = await ready(app, pilot)
         await settle(app, pilot)
-        await pilot.pause(0.1)
         footer = screen.query_one(KeyFooter)
-        built = list(footer.query(FooterKey))
-        assert built and _shown(footer) == _expected(screen)
-        await footer.recompose()  # the same keys: what was built stays
-        assert list(footer.query(FooterKey)) == built
+        assert [item.key for item in footer.items] == _expected(screen) and footer.palette is not None
+        assert not list(footer.query(Widget))  # one widget, however many keys
+        line = footer.render_line(0).text
+        assert line.startswith(" ⏎ Detail  o Next OOM ") and line.rstrip().endswith("▏^p palette")
         await pilot.press("slash")  # the search bar has the focus, and a key of its own
         await settle(app, pilot)
-        await pilot.pause(0.1)
-        assert "escape" in _shown(footer) and _shown(footer) == _expected(screen)
+        assert "escape" in [item.key for item in footer.items]
+        assert [item.key for item in footer.items] == _expected(screen)
         await pilot.press("escape")
         await settle(app, pilot)
-        await pilot.pause(0.1)
-        assert "escape" not in _shown(footer) and _shown(footer) == _expected(screen)
+        assert "escape" not in [item.key for item in footer.items]
+        await pilot.press("tab")  # the map: keys of its own
+        await settle(app, pilot)
+        assert [item.key for item in footer.items] == _expected(screen) and "m" in footer.render_line(0).text
+
+
+async def test_keys_that_do_not_change_leave_the_footer_undrawn(monkeypatch):
+    app = make_app(tiny_path())
+    async with app.run_test(size=(160, 40)) as pilot:
+        screen = await ready(app, pilot)
+        await settle(app, pilot)
+        footer = screen.query_one(KeyFooter)
+        refreshed: list[bool] = []
+        monkeypatch.setattr(footer, "refresh", lambda *a, **k: refreshed.append(True))
+        screen.refresh_bindings()
+        await pilot.pause()
+        assert refreshed == []
+
+
+async def test_a_click_on_a_key_presses_it():
+    app = make_app(tiny_path())
+    async with app.run_test(size=(160, 40)) as pilot:
+        screen = await ready(app, pilot)
+        await settle(app, pilot)
+        footer = screen.query_one(KeyFooter)
+        footer.render_line(0)
+        first, _end = footer.cells_of("question_mark")
+        await pilot.click(KeyFooter, offset=(first + 1, 0))
+        await settle(app, pilot)
+        assert type(app.screen).__name__ == "HelpScreen"

@@ -10,6 +10,7 @@ import pytest
 
 from memtui.tui.screens.analysis_base import AnalysisScreen, ReportTable
 from memtui.tui.screens.main import MainScreen
+from memtui.tui.widgets.key_footer import KeyFooter
 from tests.conftest import SHARED
 from tests.tui.helpers import make_app, ready, settle, tiny_path
 
@@ -105,8 +106,10 @@ async def test_80x24_gives_the_event_log_and_the_map_their_rows_and_shows_w():
         await pilot.pause()
         assert screen.event_log.scrollable_content_region.height - 1 >= 8  # event rows under the header
         assert screen.segment_map.size.height >= 8
-        keys = {k.key: k for k in app.screen.query("FooterKey")}
-        assert "w" in keys and keys["w"].region.right <= 80 - 12  # clear of the palette hint
+        footer = app.screen.query_one(KeyFooter)
+        footer.render_line(0)
+        cells = footer.cells_of("w")
+        assert cells is not None and cells[1] <= 80 - 12  # clear of the palette hint
         assert "Why OOM" in screen_text(app).splitlines()[-1]
         await pilot.press("t")  # the plot comes back on request
         assert screen.query_one("Timeline").display

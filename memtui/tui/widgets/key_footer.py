@@ -1,43 +1,154 @@
-"""Textual's footer, built again only when the keys it shows change.
+"""The keys of the screen shown, on the bottom line: one widget that draws them all.
 
 Textual's footer makes a widget for every key it shows and builds them all again whenever
-the screen's bindings may have changed: as a screen replaces another, as the focus moves,
-after a refresh. When the explorer's first screen shows, that happened three times in a
-row with the same keys, 150 ms of the thread that draws, and the first keys typed waited
-behind it (a key 100-160 ms instead of 20-30). This footer keeps what it last built from
-and builds again only when that differs.
+the screen's bindings may have changed: as a screen replaces another, as the focus moves
+(Tab between the explorer's panes), after a refresh. Each build took 35-80 ms of the thread
+that draws at ten million events: three in a row as the explorer's first screen showed,
+which the first keys typed waited behind, and one on every Tab (50-110 ms a Tab in tmux).
+This footer keeps the keys as a list of items and draws them as one line, so a change of
+keys costs a list and a repaint. It looks as Textual's does (the same theme colours, the
+command palette's key on the right), and a click on a key presses it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass
 
-from textual.app import ComposeResult
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.screen import Screen
+from textual.strip import Strip
 from textual.widget import Widget
-from textual.widgets import Footer
+
+from memtui.tui.widgets.pass_style import PassStyle
 
 
-class KeyFooter(Footer):
-    """A :class:`textual.widgets.Footer` that skips a rebuild with nothing new to show."""
+@dataclass(frozen=True)
+class FooterItem:
+    """One key as the footer shows it."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._built_from: tuple | None = None
+    key: str  # the key pressed when it is clicked
+    shown_as: str  # the key as the app displays it (⏎, ^p)
+    description: str
+    enabled: bool
 
-    def _what_it_shows(self) -> tuple:
-        """Everything Footer.compose reads: the screen's active bindings and the options."""
-        app = self.app
-        return (tuple(self.screen.active_bindings.items()), self.compact, self.show_command_palette,
-                self.combine_groups, app.ENABLE_COMMAND_PALETTE, app.COMMAND_PALETTE_BINDING)
 
-    def compose(self) -> ComposeResult:
-        children: Iterable[Widget] = list(super().compose())
-        # Nothing built (the bindings not ready yet): the next rebuild always runs.
-        self._built_from = self._what_it_shows() if children else None
-        yield from children
+class KeyFooter(PassStyle, Widget):
+    """The active bindings of the screen that have ``show`` set, then the command palette's key."""
 
-    async def recompose(self) -> None:
-        if self._built_from is not None and self.is_attached and self._what_it_shows() == self._built_from:
+    ALLOW_SELECT = False
+    COMPONENT_CLASSES = {"key-footer--key", "key-footer--description", "key-footer--disabled",
+                         "key-footer--separator"}
+    DEFAULT_CSS = """
+    KeyFooter {
+        dock: bottom;
+        height: 1;
+        color: $footer-foreground;
+        background: $footer-background;
+        & > .key-footer--key {
+            color: $footer-key-foreground;
+            background: $footer-key-background;
+            text-style: bold;
+        }
+        & > .key-footer--description {
+            color: $footer-description-foreground;
+            background: $footer-description-background;
+        }
+        & > .key-footer--disabled { text-style: dim; }
+        & > .key-footer--separator { color: $foreground 20%; }
+    }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.items: list[FooterItem] = []
+        self.palette: FooterItem | None = None
+        self._spans: list[tuple[int, int, FooterItem]] = []  # (first cell, end, item) as last drawn
+
+    def on_mount(self) -> None:
+        self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
+        self._bindings_changed(self.screen)
+
+    def on_unmount(self) -> None:
+        self.screen.bindings_updated_signal.unsubscribe(self)
+
+    def _bindings_changed(self, screen: Screen) -> None:
+        if screen is not self.screen:
             return
-        await super().recompose()
+        items, palette = self._items_of(screen)
+        if (items, palette) != (self.items, self.palette):
+            self.items, self.palette = items, palette
+            self.refresh()
+
+    def _items_of(self, screen: Screen) -> tuple[list[FooterItem], FooterItem | None]:
+        """As Textual's footer lists them: the first key of each action shown, in order."""
+        app = self.app
+        palette_key = app.COMMAND_PALETTE_BINDING
+        items: dict[str, FooterItem] = {}
+        palette = None
+        for key, (_, binding, enabled, _tooltip) in screen.active_bindings.items():
+            if key == palette_key and app.ENABLE_COMMAND_PALETTE:
+                palette = FooterItem(binding.key, app.get_key_display(binding), binding.description, enabled)
+            elif binding.show and binding.action not in items:
+                items[binding.action] = FooterItem(binding.key, app.get_key_display(binding), binding.description,
+                                                   enabled)
+        return list(items.values()), palette
+
+    # -- drawing ------------------------------------------------------------------------------
+    def _parts(self, item: FooterItem, compact: bool = False) -> list[Segment]:
+        """The key and its description; ``compact`` (as Textual draws the palette's key): no
+        space around the key, one before the description."""
+        key = self.get_component_rich_style("key-footer--key")
+        description = self.get_component_rich_style("key-footer--description")
+        if not item.enabled:
+            dim = self.get_component_rich_style("key-footer--disabled")
+            key, description = key + dim, description + dim
+        if not item.description:
+            return [Segment(item.shown_as, key)]
+        if compact:
+            return [Segment(item.shown_as, key), Segment(f" {item.description}", description)]
+        return [Segment(f" {item.shown_as} ", key), Segment(f"{item.description} ", description)]
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        plain = self.base_style
+        if y != 0 or width <= 0:
+            return Strip.blank(width, plain)
+        right: list[Segment] = []
+        if self.palette is not None:
+            separator = self.get_component_rich_style("key-footer--separator")
+            right = [Segment("▏", plain + Style(color=separator.color)), *self._parts(self.palette, compact=True),
+                     Segment(" ", plain)]
+        right_width = sum(segment.cell_length for segment in right)
+        room = max(0, width - right_width)
+        left: list[Segment] = []
+        spans: list[tuple[int, int, FooterItem]] = []
+        at = 0
+        for item in self.items:
+            parts = self._parts(item)
+            cells = sum(segment.cell_length for segment in parts)
+            if at >= room:
+                break
+            spans.append((at, min(at + cells, room), item))
+            left.extend(parts)
+            at += cells
+        line = Strip(left).crop_extend(0, room, plain)
+        if right_width and width >= right_width:
+            spans.append((room + 1, width, self.palette))  # type: ignore[arg-type]
+            line = Strip.join([line, Strip(right)])
+        self._spans = spans
+        return line.crop_extend(0, width, plain)
+
+    def cells_of(self, key: str) -> tuple[int, int] | None:
+        """(first cell, end) of ``key`` as last drawn, None where it was not shown."""
+        return next(((first, end) for first, end, item in self._spans if item.key == key), None)
+
+    def on_mouse_down(self, event: events.MouseDown) -> None:
+        for first, end, item in self._spans:
+            if first <= event.x < end:
+                if item.enabled:
+                    self.app.simulate_key(item.key)
+                else:
+                    self.app.bell()
+                return
