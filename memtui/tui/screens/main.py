@@ -166,6 +166,9 @@ class MainScreen(Screen):
     @thread_work(group="index")
     def _index_view(self, view: DeviceView) -> None:
         view.index_replayer()
+        # Asked by the inspector for the first event without a stack: a pass over every
+        # event (25 ms at 10M), made here rather than in the key that first needs it.
+        view.device.actions_with_stacks  # noqa: B018
 
     # -- the cursor ----------------------------------------------------------------
     def go_to(self, event: int) -> bool:
