@@ -214,7 +214,7 @@ class MappedRanges:
 
     def __init__(self, device: DeviceModel) -> None:
         trace = device.trace
-        ops = np.nonzero(np.isin(trace.action, (act.SEGMENT_MAP, act.SEGMENT_UNMAP)))[0]
+        ops = np.flatnonzero(act.one_of(trace.action, (act.SEGMENT_MAP, act.SEGMENT_UNMAP)))
         if device.partial_trace:
             ops = ops[:0]  # a filtered trace is not replayed: the ranges mapped at the end, throughout
         self.op_index = ops
@@ -303,16 +303,18 @@ class Replayer:
         n = len(device.trace)
         self.n_events = n
         lives = device.lives
-        self._life_start = np.where(lives.start == NONE, -1, lives.start)
-        self._life_end = np.where(lives.end == NONE, n, lives.end)
         # A filtered export holds some of the source's events: replaying them would make
         # impossible states (allocs whose frees were filtered out). Every moment then shows
         # the state at the source's end, from the file's own segments and blocks.
         self.partial = device.partial_trace
         if self.partial:
-            self._life_start[:] = n
-            self._life_end[:] = n
-        self._life_request = np.where(lives.request == NONE, n, lives.request)
+            self._life_start = np.full(len(lives), n, np.int64)
+            self._life_end = np.full(len(lives), n, np.int64)
+        else:
+            # A life begun before the trace starts at NONE (-1), before every event: the
+            # column as it is, never written (a copy of it was 40 MB of the first screen at 10M).
+            self._life_start = lives.start
+            self._life_end = np.where(lives.end == NONE, n, lives.end)
         if indexed:
             self.blocks = IntervalIndex(self._life_start, self._life_end, n)
         self.life_bytes = block_bytes(device)
@@ -341,8 +343,8 @@ class Replayer:
         # A trace recorded with skip_actions=["segment_alloc", "segment_free"] has block
         # events and no segment events: memory it shows in a segment the snapshot no longer
         # lists (emptied from the cache since) stands in a segment of its own extent.
-        self._infer_segments = not self.partial and len(lives) > 0 and not np.isin(
-            device.trace.action, act.SEGMENT_ACTIONS).any()
+        self._infer_segments = not self.partial and len(lives) > 0 and not act.any_of(
+            device.trace.action, act.SEGMENT_ACTIONS)
         linked = np.nonzero(device.block_life != NONE)[0]
         self._final_of_life = np.full(len(lives), NONE, np.int64)
         self._final_of_life[device.block_life[linked]] = linked
@@ -442,7 +444,8 @@ class Replayer:
                  else np.nonzero(self._life_start < 0)[0])
         if i < 0:
             lives = lives[self._life_end[lives] > -1]
-        pending = self._life_request[lives] <= i
+        request = dev.lives.request[lives]
+        pending = (request != NONE) & (request <= i)  # a free requested at or before i, not yet done
         seg_lives = (self._open("segments", self._seg_start, self._seg_end, i) if i >= 0
                      else np.nonzero(self._seg_start < 0)[0])
 

@@ -145,3 +145,24 @@ def test_the_state_asked_for_again_is_the_one_kept_and_read_only(path):
             assert np.array_equal(got, getattr(want, name)), (i, name)
             assert not got.flags.writeable, name
     assert replayer.state_at(n // 3) is not replayer.state_at(n // 4) or n // 3 == n // 4
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=f"sample-{p.name}") for p in sample_files()])
+def test_the_replayer_reads_the_lives_columns_and_never_writes_them(path):
+    # The replayer works from the model's columns as they are (a cached model's are
+    # read-only maps of its file): a state from read-only columns is the state from copies.
+    import dataclasses
+
+    for dev in open_snapshot(path).devices:
+        n = len(dev.trace)
+        points = sorted({-1, 0, n - 1, *np.linspace(0, max(n - 1, 0), 12).astype(int).tolist()})
+        want = [Replayer(dev, indexed=False).state_at(i) for i in points]
+        for name in ("start", "request", "end", "addr", "size"):
+            getattr(dev.lives, name).setflags(write=False)
+        for indexed in (False, True):
+            replayer = Replayer(dev, indexed=indexed)
+            for i, expected in zip(points, want):
+                got = replayer.state_at(i)
+                for f in dataclasses.fields(expected):
+                    if f.init:
+                        assert np.array_equal(np.asarray(getattr(expected, f.name)), np.asarray(getattr(got, f.name)))
