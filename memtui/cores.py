@@ -4,6 +4,12 @@ are respected), not the machine's count."""
 from __future__ import annotations
 
 import os
+import sys
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def usable_cores() -> int:
@@ -11,3 +17,45 @@ def usable_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # not on Linux
         return os.cpu_count() or 1
+
+
+# How much lower than the thread that draws the explorer's screen the work it does after its
+# first screen runs: 10 steps, a tenth of the CPU share when both want a core.
+AFTER_THE_ANSWER_NICE = 10
+
+
+def run_after_the_answer() -> None:
+    """Lower the calling thread's CPU priority: the work it does next comes after the answer
+    (the explorer's cache writes, its time-travel index), and must not take the cores from
+    the thread that draws the screen while keys are typed. Threads it starts inherit the
+    priority. Only on Linux, where a thread's priority is its own; an error (a sandbox)
+    leaves it as it was."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        thread = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, thread, max(os.getpriority(os.PRIO_PROCESS, thread), AFTER_THE_ANSWER_NICE))
+    except OSError:
+        pass
+
+
+def after_the_answer(work: Callable[[], T]) -> T:
+    """``work()`` on a thread of its own at the priority of :func:`run_after_the_answer`,
+    waited for: the caller's thread (a worker pool's, used again for other work) keeps its
+    own priority."""
+    result: list[T] = []
+    failure: list[BaseException] = []
+
+    def lowered() -> None:
+        run_after_the_answer()
+        try:
+            result.append(work())
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=lowered, name="memtui-after-the-answer", daemon=True)
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]
+    return result[0]

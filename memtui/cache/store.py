@@ -23,6 +23,7 @@ from contextlib import contextmanager
 
 from memtui.atomic import remove_orphaned_temp_files, remove_own_temp_files, remove_quietly, touch_quietly
 from memtui.cache.names import ENTRY_SUFFIX, FORMAT_VERSION, default_cache_dir, entry_key, format_folder
+from memtui.cores import run_after_the_answer
 
 # The file format and the model's layout are imported where an entry is read or written,
 # not here: a command that reads and writes none (--no-cache) does without them.
@@ -83,6 +84,10 @@ class ModelCache:
         self._holds = 0  # while above zero, background writes wait in _pending (see hold_writes)
         self._pending: list[Callable[[], None]] = []  # writes held back, each a task
         self._lock = threading.Lock()
+        # The explorer sets it: its writes then run below the thread that draws the screen
+        # (memtui.cores.run_after_the_answer). A command's are left as they are: the command
+        # ends once they are done, so a busy machine would only keep it longer.
+        self.writes_after_the_answer = False
 
     def key(self, path: str | os.PathLike) -> str:
         from memtui.cache.layout import schema_signature
@@ -227,6 +232,8 @@ class ModelCache:
         return self._abandoned.is_set()
 
     def _write_in_background(self, task: Callable[[], None], done: threading.Event) -> None:
+        if self.writes_after_the_answer:
+            run_after_the_answer()
         try:
             if not self._abandoned.is_set():
                 task()

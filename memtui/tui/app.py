@@ -48,6 +48,8 @@ class ExplorerApp(OrderedKeys, App[int]):
                  export_place: ExportPlace = ANYWHERE) -> None:
         super().__init__()
         self.model_cache = cache
+        if cache is not None:
+            cache.writes_after_the_answer = True  # the screen is drawn first (memtui.cores)
         self.export_place = export_place  # where `x` may write (memtui/export/place.py)
         self._show_source = show_source
         self.load_error: str | None = None

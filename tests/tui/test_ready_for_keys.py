@@ -19,3 +19,14 @@ async def test_the_worker_after_the_first_screen_readies_the_first_keys():
         view = screen.current_view
         assert view.replayer.indexed
         assert "actions_with_stacks" in vars(view.device)
+
+
+def test_the_explorer_writes_its_cache_after_the_answer():
+    # Its writes run below the thread that draws (memtui.cores.run_after_the_answer).
+    from memtui.cache.store import ModelCache
+    from memtui.tui.app import MemtuiApp
+
+    cache = ModelCache()
+    assert not cache.writes_after_the_answer
+    MemtuiApp("unused.pickle", cache=cache)
+    assert cache.writes_after_the_answer

@@ -20,6 +20,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
 
+from memtui.cores import after_the_answer
 from memtui.model import Snapshot
 from memtui.model import actions as act
 from memtui.model.lifetimes import NONE
@@ -165,10 +166,7 @@ class MainScreen(Screen):
 
     @thread_work(group="index")
     def _index_view(self, view: DeviceView) -> None:
-        view.index_replayer()
-        # Asked by the inspector for the first event without a stack: a pass over every
-        # event (25 ms at 10M), made here rather than in the key that first needs it.
-        view.device.actions_with_stacks  # noqa: B018
+        after_the_answer(partial(_ready_for_keys, view))  # the keys typed meanwhile get the cores first
 
     # -- the cursor ----------------------------------------------------------------
     def go_to(self, event: int) -> bool:
@@ -486,3 +484,11 @@ class MainScreen(Screen):
         for action, title, help_text in PALETTE_EXTRA:
             if action not in keyed:
                 yield SystemCommand(title, help_text, partial(self.run_action, action))
+
+
+def _ready_for_keys(view: DeviceView) -> None:
+    """What the first keys ask for, made after the first screen: the time-travel index, and
+    the actions that carry a stack (asked by the inspector for the first event without one:
+    a pass over every event, 25 ms at 10M, made here rather than in that key)."""
+    view.index_replayer()
+    view.device.actions_with_stacks  # noqa: B018
