@@ -19,12 +19,17 @@ def _expected(screen) -> list[str]:
     return list(seen.values())
 
 
+async def _footer(app, pilot) -> tuple:
+    """The explorer's screen, once it is up and its workers are done, and its footer."""
+    screen = await ready(app, pilot)
+    await settle(app, pilot)
+    return screen, screen.query_one(KeyFooter)
+
+
 async def test_the_footer_follows_the_keys_of_the_focus():
     app = make_app(tiny_path())
     async with app.run_test(size=(160, 40)) as pilot:
-        screen = await ready(app, pilot)
-        await settle(app, pilot)
-        footer = screen.query_one(KeyFooter)
+        screen, footer = await _footer(app, pilot)
         assert [item.key for item in footer.items] == _expected(screen) and footer.palette is not None
         assert not list(footer.query(Widget))  # one widget, however many keys
         line = footer.render_line(0).text
@@ -44,9 +49,7 @@ async def test_the_footer_follows_the_keys_of_the_focus():
 async def test_keys_that_do_not_change_leave_the_footer_undrawn(monkeypatch):
     app = make_app(tiny_path())
     async with app.run_test(size=(160, 40)) as pilot:
-        screen = await ready(app, pilot)
-        await settle(app, pilot)
-        footer = screen.query_one(KeyFooter)
+        screen, footer = await _footer(app, pilot)
         refreshed: list[bool] = []
         monkeypatch.setattr(footer, "refresh", lambda *a, **k: refreshed.append(True))
         screen.refresh_bindings()
@@ -57,9 +60,7 @@ async def test_keys_that_do_not_change_leave_the_footer_undrawn(monkeypatch):
 async def test_a_click_on_a_key_presses_it():
     app = make_app(tiny_path())
     async with app.run_test(size=(160, 40)) as pilot:
-        screen = await ready(app, pilot)
-        await settle(app, pilot)
-        footer = screen.query_one(KeyFooter)
+        screen, footer = await _footer(app, pilot)
         footer.render_line(0)
         first, _end = footer.cells_of("question_mark")
         await pilot.click(KeyFooter, offset=(first + 1, 0))
