@@ -43,6 +43,7 @@ class ExplorerApp(OrderedKeys, App[int]):
     ``load_error`` says why the app ended, when a snapshot it could not open was all it had."""
 
     CSS_PATH = "app.tcss"
+    ALLOW_IN_MAXIMIZED_VIEW = "KeyFooter"  # the keys stay on a maximized pane's screen
 
     def __init__(self, *, show_source: bool = True, cache: ModelCache | None = None,
                  export_place: ExportPlace = ANYWHERE) -> None:
@@ -54,6 +55,7 @@ class ExplorerApp(OrderedKeys, App[int]):
         self._show_source = show_source
         self.load_error: str | None = None
         self.loading = False
+        self._explorer_gone = False  # see explorer_closed
         self._writes_held = False
         self._init_key_order()  # keys typed while loading wait for the explorer (memtui/tui/key_order.py)
 
@@ -69,7 +71,6 @@ class ExplorerApp(OrderedKeys, App[int]):
             return
         self.loading = True
         self._hold_cache_writes()
-        gc.unfreeze()  # what the explorer shown made can be collected once it is replaced
         self.push_screen(LoadingScreen(source, device, self.model_cache, started))
 
     def stop_loading(self) -> None:
@@ -104,11 +105,21 @@ class ExplorerApp(OrderedKeys, App[int]):
 
     def _after_first_screen(self) -> None:
         self._release_cache_writes()
-        # What the open made and the explorer built (the model's tables, the widgets) lives as
-        # long as the snapshot is shown: the cyclic collector is told to leave it out of its
-        # passes (open_file lets it back in). A full pass over it took 46 ms at 10M events,
-        # and a key typed meanwhile waited for it.
-        gc.freeze()
+        # What the first open made and its explorer built (the model's tables, the widgets)
+        # lives as long as the snapshot is shown: the cyclic collector is told to leave it out
+        # of its passes. The first full pass over it came soon after the first screen (46 ms
+        # at 10M events), and a key typed meanwhile waited for it. Only for the app's first
+        # explorer: once one has gone, what it held may still be reachable for a moment (its
+        # widgets' tasks closing) and would be frozen with the rest, so later opens are left
+        # to the collector as they were.
+        if not self._explorer_gone:
+            gc.freeze()
+
+    def explorer_closed(self) -> None:
+        """An explorer's screen went (replaced by another, or popped back to a list): what it
+        held goes back to the collector, and no later explorer is frozen."""
+        gc.unfreeze()
+        self._explorer_gone = True
 
     def _hold_cache_writes(self) -> None:
         """The model built by this load is written to the cache once the explorer has drawn

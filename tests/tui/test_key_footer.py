@@ -3,6 +3,7 @@ lists them, follows the focus, is one widget whatever the keys, and a click pres
 
 from __future__ import annotations
 
+from rich.style import Style
 from textual.widget import Widget
 
 from memtui.tui.widgets.key_footer import KeyFooter
@@ -66,3 +67,26 @@ async def test_a_click_on_a_key_presses_it():
         await pilot.click(KeyFooter, offset=(first + 1, 0))
         await settle(app, pilot)
         assert type(app.screen).__name__ == "HelpScreen"
+
+
+async def test_a_maximized_pane_keeps_the_keys_and_a_narrow_terminal_its_first_keys():
+    app = make_app(tiny_path())
+    async with app.run_test(size=(120, 30)) as pilot:
+        screen, footer = await _footer(app, pilot)
+        screen.action_maximize()
+        await pilot.pause()
+        assert screen.maximized is not None and footer.display and footer.region.height == 1
+        assert footer.render_line(0).text.startswith(" ⏎ Detail")
+    app = make_app(tiny_path())
+    async with app.run_test(size=(20, 12)) as pilot:
+        screen, footer = await _footer(app, pilot)
+        assert footer.render_line(0).text.startswith(" ⏎ Detail")  # the palette's key gives way
+
+
+def test_a_disabled_key_is_dimmed_in_its_own_colours():
+    from memtui.tui.widgets.key_footer import FooterItem
+
+    footer = KeyFooter()
+    footer.get_component_rich_style = lambda name, **_: Style(color="#ffa62b", bold=True)  # type: ignore[method-assign]
+    enabled, disabled = (footer._parts(FooterItem("x", "x", "Export", on)) for on in (True, False))
+    assert disabled[0].style.color == enabled[0].style.color and disabled[0].style.dim and not enabled[0].style.dim

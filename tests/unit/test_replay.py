@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from memtui.analysis.live import reserved_curve
+from memtui.model.lifetimes import NONE
+from memtui.model.segments import PENDING_FREE
 from memtui.open import open_snapshot
 from memtui.replay import Replayer, _add_range, _remove_range
 from tests.conftest import sample_files, shared_params
@@ -166,3 +168,13 @@ def test_the_replayer_reads_the_lives_columns_and_never_writes_them(path):
                 for f in dataclasses.fields(expected):
                     if f.init:
                         assert np.array_equal(np.asarray(getattr(expected, f.name)), np.asarray(getattr(got, f.name)))
+                # What the columns mean, read from them here: a life shown is open after i (begun
+                # at or before it, NONE: before the trace; not ended by it), and pending where
+                # its free was requested at or before i.
+                if dev.partial_trace:
+                    continue
+                life = got.blk_life[got.blk_life != NONE]
+                start, end, request = dev.lives.start[life], dev.lives.end[life], dev.lives.request[life]
+                assert ((start <= i) & ((end == NONE) | (end > i))).all()
+                pending = got.blk_state[got.blk_life != NONE] == PENDING_FREE
+                assert np.array_equal(pending, (request != NONE) & (request <= i))

@@ -128,6 +128,11 @@ class MainScreen(Screen):
         yield self.status
         yield KeyFooter()
 
+    def on_unmount(self) -> None:
+        closed = getattr(self.app, "explorer_closed", None)
+        if closed is not None:
+            closed()  # what this screen held can be collected (memtui/tui/app.py)
+
     def on_mount(self) -> None:
         self.inspector.border_title = "Stack"
         self.inspector.options.show_source = self._show_source
@@ -166,7 +171,12 @@ class MainScreen(Screen):
 
     @thread_work(group="index")
     def _index_view(self, view: DeviceView) -> None:
-        after_the_answer(partial(_ready_for_keys, view))  # the keys typed meanwhile get the cores first
+        after_the_answer(view.index_replayer)  # the keys typed meanwhile get the cores first
+        # Asked by the inspector for the first event without a stack: a pass over every
+        # event (25 ms at 10M), made here rather than in the key that first needs it; at the
+        # worker's own priority, as the thread that draws may wait on it (cached_property's
+        # lock on Python 3.10 and 3.11).
+        view.device.actions_with_stacks  # noqa: B018
 
     # -- the cursor ----------------------------------------------------------------
     def go_to(self, event: int) -> bool:
@@ -485,10 +495,3 @@ class MainScreen(Screen):
             if action not in keyed:
                 yield SystemCommand(title, help_text, partial(self.run_action, action))
 
-
-def _ready_for_keys(view: DeviceView) -> None:
-    """What the first keys ask for, made after the first screen: the time-travel index, and
-    the actions that carry a stack (asked by the inspector for the first event without one:
-    a pass over every event, 25 ms at 10M, made here rather than in that key)."""
-    view.index_replayer()
-    view.device.actions_with_stacks  # noqa: B018

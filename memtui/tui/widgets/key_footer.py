@@ -23,6 +23,8 @@ from textual.widget import Widget
 
 from memtui.tui.widgets.pass_style import PassStyle
 
+DIM = Style(dim=True)
+
 
 @dataclass(frozen=True)
 class FooterItem:
@@ -38,8 +40,7 @@ class KeyFooter(PassStyle, Widget):
     """The active bindings of the screen that have ``show`` set, then the command palette's key."""
 
     ALLOW_SELECT = False
-    COMPONENT_CLASSES = {"key-footer--key", "key-footer--description", "key-footer--disabled",
-                         "key-footer--separator"}
+    COMPONENT_CLASSES = {"key-footer--key", "key-footer--description", "key-footer--separator"}
     DEFAULT_CSS = """
     KeyFooter {
         dock: bottom;
@@ -55,7 +56,6 @@ class KeyFooter(PassStyle, Widget):
             color: $footer-description-foreground;
             background: $footer-description-background;
         }
-        & > .key-footer--disabled { text-style: dim; }
         & > .key-footer--separator { color: $foreground 20%; }
     }
     """
@@ -101,9 +101,8 @@ class KeyFooter(PassStyle, Widget):
         space around the key, one before the description."""
         key = self.get_component_rich_style("key-footer--key")
         description = self.get_component_rich_style("key-footer--description")
-        if not item.enabled:
-            dim = self.get_component_rich_style("key-footer--disabled")
-            key, description = key + dim, description + dim
+        if not item.enabled:  # dimmed, in its own colours
+            key, description = key + DIM, description + DIM
         if not item.description:
             return [Segment(item.shown_as, key)]
         if compact:
@@ -121,7 +120,9 @@ class KeyFooter(PassStyle, Widget):
             right = [Segment("▏", plain + Style(color=separator.color)), *self._parts(self.palette, compact=True),
                      Segment(" ", plain)]
         right_width = sum(segment.cell_length for segment in right)
-        room = max(0, width - right_width)
+        if right_width > width // 2:  # too narrow for both: the screen's own keys first
+            right, right_width = [], 0
+        room = width - right_width
         left: list[Segment] = []
         spans: list[tuple[int, int, FooterItem]] = []
         at = 0
@@ -134,7 +135,7 @@ class KeyFooter(PassStyle, Widget):
             left.extend(parts)
             at += cells
         line = Strip(left).crop_extend(0, room, plain)
-        if right_width and width >= right_width:
+        if right_width:
             spans.append((room + 1, width, self.palette))  # type: ignore[arg-type]
             line = Strip.join([line, Strip(right)])
         self._spans = spans
