@@ -90,3 +90,20 @@ def test_a_disabled_key_is_dimmed_in_its_own_colours():
     footer.get_component_rich_style = lambda name, **_: Style(color="#ffa62b", bold=True)  # type: ignore[method-assign]
     enabled, disabled = (footer._parts(FooterItem("x", "x", "Export", on)) for on in (True, False))
     assert disabled[0].style.color == enabled[0].style.color and disabled[0].style.dim and not enabled[0].style.dim
+
+
+async def test_the_key_under_the_mouse_is_highlighted():
+    app = make_app(tiny_path())
+    async with app.run_test(size=(160, 40)) as pilot:
+        screen, footer = await _footer(app, pilot)
+        line = footer.render_line(0)
+        first, end = footer.cells_of("question_mark")
+        plain = {segment.style.bgcolor for segment in line.divide([first, end])[1]}
+        await pilot.hover(KeyFooter, offset=(first + 1, 0))
+        await pilot.pause()
+        lit = footer.render_line(0).divide([first, end])
+        assert {segment.style.bgcolor for segment in lit[1]} != plain  # the key under the mouse
+        assert [s.style for s in lit[0]] == [s.style for s in line.divide([first, end])[0]]  # the others as they were
+        await pilot.hover(screen.event_log)
+        await pilot.pause()
+        assert {segment.style.bgcolor for segment in footer.render_line(0).divide([first, end])[1]} == plain

@@ -7,7 +7,8 @@ that draws at ten million events: three in a row as the explorer's first screen 
 which the first keys typed waited behind, and one on every Tab (50-110 ms a Tab in tmux).
 This footer keeps the keys as a list of items and draws them as one line, so a change of
 keys costs a list and a repaint. It looks as Textual's does (the same theme colours, the
-command palette's key on the right), and a click on a key presses it.
+command palette's key on the right, a key highlighted under the mouse), and a click on a
+key presses it.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class KeyFooter(PassStyle, Widget):
     """The active bindings of the screen that have ``show`` set, then the command palette's key."""
 
     ALLOW_SELECT = False
-    COMPONENT_CLASSES = {"key-footer--key", "key-footer--description", "key-footer--separator"}
+    COMPONENT_CLASSES = {"key-footer--key", "key-footer--description", "key-footer--separator", "key-footer--hover"}
     DEFAULT_CSS = """
     KeyFooter {
         dock: bottom;
@@ -57,6 +58,8 @@ class KeyFooter(PassStyle, Widget):
             background: $footer-description-background;
         }
         & > .key-footer--separator { color: $foreground 20%; }
+        & > .key-footer--hover { background: $block-hover-background; }
+        &:hover { pointer: pointer; }
     }
     """
 
@@ -65,6 +68,7 @@ class KeyFooter(PassStyle, Widget):
         self.items: list[FooterItem] = []
         self.palette: FooterItem | None = None
         self._spans: list[tuple[int, int, FooterItem]] = []  # (first cell, end, item) as last drawn
+        self._hovered: FooterItem | None = None  # the key under the mouse, drawn highlighted
 
     def on_mount(self) -> None:
         self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
@@ -101,6 +105,9 @@ class KeyFooter(PassStyle, Widget):
         space around the key, one before the description."""
         key = self.get_component_rich_style("key-footer--key")
         description = self.get_component_rich_style("key-footer--description")
+        if item is self._hovered:
+            hover = Style(bgcolor=self.get_component_rich_style("key-footer--hover").bgcolor)
+            key, description = key + hover, description + hover
         if not item.enabled:  # dimmed, in its own colours
             key, description = key + DIM, description + DIM
         if not item.description:
@@ -145,11 +152,25 @@ class KeyFooter(PassStyle, Widget):
         """(first cell, end) of ``key`` as last drawn, None where it was not shown."""
         return next(((first, end) for first, end, item in self._spans if item.key == key), None)
 
+    def _item_at(self, x: int) -> FooterItem | None:
+        return next((item for first, end, item in self._spans if first <= x < end), None)
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        self._hover(self._item_at(event.x))
+
+    def on_leave(self) -> None:
+        self._hover(None)
+
+    def _hover(self, item: FooterItem | None) -> None:
+        if item is not self._hovered:
+            self._hovered = item
+            self.refresh()
+
     def on_mouse_down(self, event: events.MouseDown) -> None:
-        for first, end, item in self._spans:
-            if first <= event.x < end:
-                if item.enabled:
-                    self.app.simulate_key(item.key)
-                else:
-                    self.app.bell()
-                return
+        item = self._item_at(event.x)
+        if item is None:
+            return
+        if item.enabled:
+            self.app.simulate_key(item.key)
+        else:
+            self.app.bell()
