@@ -32,7 +32,7 @@ async def test_the_panes_a_cursor_move_changes_are_drawn_with_the_cursor(monkeyp
         for key in ("up", "up", "home", "end"):
             frames.clear()
             await pilot.press(key)
-            await pilot.pause(0.2)
+            await pilot.pause(0.1)
             drawn = [frame for frame in frames if frame & set(PANES)]
             assert drawn, key
             first = drawn[0]

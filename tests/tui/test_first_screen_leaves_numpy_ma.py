@@ -33,7 +33,12 @@ OPEN_TO_THE_FIRST_SCREEN = textwrap.dedent("""
 
 
 def test_a_warm_first_screen_never_imports_numpy_ma(tmp_path):
-    run = [sys.executable, "-c", OPEN_TO_THE_FIRST_SCREEN, str(SAMPLE), str(tmp_path / "cache")]
-    subprocess.run(run, check=True, capture_output=True, timeout=120)  # the first open writes the cache
+    from memtui.cache.store import ModelCache
+    from memtui.open import open_snapshot
+
+    cache = ModelCache(str(tmp_path / "cache"))
+    open_snapshot(SAMPLE, cache=cache)  # the model kept, as a first open leaves it
+    cache.wait()
+    run = [sys.executable, "-c", OPEN_TO_THE_FIRST_SCREEN, str(SAMPLE), cache.root]
     shown = subprocess.run(run, check=True, capture_output=True, text=True, timeout=120).stdout.split()
     assert shown == ["MainScreen", "False"]
