@@ -24,16 +24,21 @@ async def test_the_first_screen_freezes_what_the_open_made():
         gc.unfreeze()
 
 
+async def _first_explorer(app, pilot):
+    """The app's first explorer, up, its workers done, and what it made frozen."""
+    gc.unfreeze()
+    screen = await ready(app, pilot)
+    await settle(app, pilot)
+    assert gc.get_freeze_count() > 0
+    return screen
+
 
 async def test_an_explorer_replaced_by_another_is_collected():
     import weakref
 
-    gc.unfreeze()
     app = make_app(tiny_path())
     async with app.run_test(size=(120, 40)) as pilot:
-        first = await ready(app, pilot)
-        await settle(app, pilot)
-        assert gc.get_freeze_count() > 0
+        first = await _first_explorer(app, pilot)
         gone = weakref.ref(first)
         snapshot = first.snapshot
         app.open_file(lambda progress: snapshot)
@@ -50,12 +55,9 @@ async def test_an_explorer_replaced_by_another_is_collected():
 
 
 async def test_an_explorer_popped_goes_back_to_the_collector():
-    gc.unfreeze()
     app = make_app(tiny_path())
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await ready(app, pilot)
-        await settle(app, pilot)
-        assert gc.get_freeze_count() > 0
+        screen = await _first_explorer(app, pilot)
         await app.switch_screen(type(app.screen_stack[0])())  # as the rank list's q or the live view's Esc
         await pilot.pause()
         assert screen.is_attached is False and gc.get_freeze_count() == 0
