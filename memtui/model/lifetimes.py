@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from memtui.model.actions import one_of
 from memtui.model.columns import narrow_type, sort_codes
 
 try:
@@ -105,7 +106,8 @@ def compute_lifetimes(
     caller expects these events to be a small part of the trace (the segments' among the
     blocks'); where they are, only they are paired (the answer is the same)."""
     if few and len(action) >= SPARSE_FROM:
-        taking_part = _taking_part(action, start_codes + request_codes + end_codes)
+        # In trace order, by a comparison per code (actions.one_of): no sort.
+        taking_part = np.flatnonzero(one_of(action, set(start_codes + request_codes + end_codes)))
         if len(taking_part) <= len(action) * SPARSE_SHARE:
             return _lifetimes_of_some(taking_part, action, addr, size, start_codes, request_codes, end_codes)
     if use_native and addr.dtype == np.int64 and len(action) < 2**31 - 1:
@@ -114,14 +116,6 @@ def compute_lifetimes(
     else:
         lives = numpy_lifetimes(action, addr, size, start_codes, request_codes, end_codes)
     return _narrow(lives, len(action))
-
-
-def _taking_part(action: np.ndarray, codes: tuple[int, ...]) -> np.ndarray:
-    """Where ``action`` is one of ``codes``, in trace order (a comparison per code: no sort)."""
-    mask = np.zeros(len(action), bool)
-    for code in set(codes):
-        mask |= action == code
-    return np.flatnonzero(mask)
 
 
 def _lifetimes_of_some(taking_part: np.ndarray, action: np.ndarray, addr: np.ndarray, size: np.ndarray,

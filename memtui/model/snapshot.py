@@ -547,7 +547,7 @@ def block_end_codes(action: np.ndarray, blocks: BlockTable) -> tuple[tuple[int, 
     address would read as the same one. A trace whose only frees are requests still
     pending at snapshot time keeps the usual reading.
     """
-    if len(action) and not any((action == code).any() for code in act.BLOCK_END):  # no sort, unlike isin
+    if len(action) and not act.any_of(action, act.BLOCK_END):
         requests = int(np.count_nonzero(action == act.FREE_REQUESTED))
         pending = int(np.count_nonzero(blocks.state == PENDING_FREE))
         if requests > pending:

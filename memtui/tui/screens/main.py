@@ -494,4 +494,3 @@ class MainScreen(Screen):
         for action, title, help_text in PALETTE_EXTRA:
             if action not in keyed:
                 yield SystemCommand(title, help_text, partial(self.run_action, action))
-
