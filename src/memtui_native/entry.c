@@ -328,6 +328,17 @@ static int read_frame_item(Scanner *s, Cur *c, int32_t *fid)
     return scan_fail(s, at, "a frame list holds something that is not a frame dict");
 }
 
+/* A frame dict built outside the traces (a block's frames, in the segments torch writes
+ * first) whose frame is known: most entries' lists refer to a few of them. 0 leaves it to
+ * read_frame_item, which converts it the first time and says what is wrong. */
+static inline int converted_frame(const Scanner *s, uint32_t slot, int32_t *fid)
+{
+    int32_t conv = VEC_AT(&s->obj_conv, int32_t, SLOT_VALUE(slot));
+    if (conv < 0 || !PyDict_CheckExact(VEC_AT(&s->objs, PyObject *, SLOT_VALUE(slot)))) return 0;
+    *fid = conv;
+    return 1;
+}
+
 /* Whether the next op starts a frame item (rather than the entry's next key). */
 static int frame_item_next(Scanner *s, Cur *c, uint8_t op, int *yes)
 {
@@ -390,6 +401,7 @@ static int read_frames(Scanner *s, Cur *c, int32_t *sid)
                     if (i < s->memo_len) {
                         uint32_t slot = s->memo[i >> MEMO_CHUNK_BITS][i & (MEMO_CHUNK - 1)];
                         if ((SLOT_KIND(slot) == SK_FRAME && (fid = VEC_AT(&s->frecs, FrameRec, SLOT_VALUE(slot)).fid) >= 0) ||
+                            (SLOT_KIND(slot) == SK_OBJ && converted_frame(s, slot, &fid)) ||
                             deferred_known(s, slot, USE_FRAME, &fid)) {
                             if (VEC_PUSH(&s->fids, int32_t, fid)) return ST_ERROR;
                             c->p = q + (q[0] == OP_BINGET ? 2 : 5);
