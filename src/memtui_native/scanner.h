@@ -272,7 +272,17 @@ int guess_base(Scanner *s, int64_t index);
 /* Add the next memo slot; the common case inline. */
 static inline int memo_append(Scanner *s, const uint8_t *at, uint32_t slot)
 {
-    if (s->worker) return own_set(s, s->own_count, slot);
+    if (s->worker) {
+        /* the common case once the worker knows where its slots go, in a chunk of its own
+         * already (own_set does the rest) */
+        int64_t i = s->guess + s->own_count;
+        if (s->guess >= 0 && i < ((int64_t)1 << 32) && ((const uint8_t *)s->memo_own.data)[i >> MEMO_CHUNK_BITS]) {
+            s->memo[i >> MEMO_CHUNK_BITS][i & (MEMO_CHUNK - 1)] = slot;
+            s->own_count++;
+            return ST_OK;
+        }
+        return own_set(s, s->own_count, slot);
+    }
     int64_t index = s->memo_len;
     if ((index & (MEMO_CHUNK - 1)) && index < ((int64_t)1 << 32)) {
         s->memo[index >> MEMO_CHUNK_BITS][index & (MEMO_CHUNK - 1)] = slot;
