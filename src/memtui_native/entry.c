@@ -438,15 +438,52 @@ static int read_frames(Scanner *s, Cur *c, int32_t *sid)
 
 /* ---- entries -------------------------------------------------------------------------- */
 
-static inline __attribute__((always_inline)) int read_pair(Scanner *s, Cur *c, Row *row)
+static inline uint64_t load64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* The key of an entry's pair at ``place`` (0-based; KEY_SHAPES and past: not remembered). */
+static inline __attribute__((always_inline)) int read_key(Scanner *s, Cur *c, int place, int8_t *k)
 {
     const uint8_t *at = c->p;
+    int enough = c->end - at >= 8;
+    if (place < KEY_SHAPES && enough) {
+        const KeyShape *shape = &s->key_shapes[place];
+        if (shape->epoch == s->memo_epoch + 1 && (load64(at) & shape->mask) == shape->bytes) {
+            *k = shape->key;
+            c->p = at + shape->length;
+            return ST_OK;
+        }
+    }
     int32_t key;
     int r;
     if (!fast_string(s, c, &key) && (r = read_string(s, c, 0, &key))) return r;
     if (key < 0) return scan_fail(s, at, "a trace entry key from another worker's range");
-    int8_t k = VEC_AT(&s->strings.recs, StrRec, key).key;
-    if (k < K_ACTION || k >= ENTRY_KEYS_END) return scan_fail(s, at, "a trace entry key the fast path does not read");
+    *k = VEC_AT(&s->strings.recs, StrRec, key).key;
+    if (*k < K_ACTION || *k >= ENTRY_KEYS_END) return scan_fail(s, at, "a trace entry key the fast path does not read");
+    if (place < KEY_SHAPES && enough && (at[0] == OP_BINGET || at[0] == OP_LONG_BINGET) && c->p - at <= 5) {
+        /* a memo reference: the same bytes name the same slot, and so this key, until a slot is
+         * written again */
+        int length = (int)(c->p - at);
+        uint64_t mask = length == 2 ? 0xFFFFu : 0xFFFFFFFFFFull;
+        s->key_shapes[place].bytes = load64(at) & mask;
+        s->key_shapes[place].mask = mask;
+        s->key_shapes[place].length = (uint8_t)length;
+        s->key_shapes[place].key = *k;
+        s->key_shapes[place].epoch = s->memo_epoch + 1;
+    }
+    return ST_OK;
+}
+
+static inline __attribute__((always_inline)) int read_pair(Scanner *s, Cur *c, Row *row, int place)
+{
+    const uint8_t *at = c->p;
+    int8_t k;
+    int r;
+    if ((r = read_key(s, c, place, &k))) return r;
     if (row->seen & (1u << k)) return scan_fail(s, at, "a trace entry names a key twice");
     row->seen |= 1u << k;
     int64_t v;
@@ -538,16 +575,16 @@ int parse_entry(Scanner *s, Cur *c, int32_t trace)
         c->p++;
         /* Written out nine times (an entry's keys): each copy's branches learn one key's
          * value type, where one loop would jump to a different case every time. */
-#define PAIR                                                     \
+#define PAIR(place)                                              \
         if ((r = next_op(s, c, &op))) goto out;                  \
         if (op == OP_SETITEMS) { c->p++; goto pairs_done; }      \
-        if ((r = read_pair(s, c, &row))) goto out;
-        PAIR PAIR PAIR PAIR PAIR PAIR PAIR PAIR PAIR
-        for (;;) { PAIR }
+        if ((r = read_pair(s, c, &row, place))) goto out;
+        PAIR(0) PAIR(1) PAIR(2) PAIR(3) PAIR(4) PAIR(5) PAIR(6) PAIR(7) PAIR(8)
+        for (;;) { PAIR(KEY_SHAPES) }
 #undef PAIR
     pairs_done:;
     } else {
-        if ((r = read_pair(s, c, &row))) goto out;
+        if ((r = read_pair(s, c, &row, KEY_SHAPES))) goto out;
         if ((r = next_op(s, c, &op))) goto out;
         if (op != OP_SETITEM) { r = scan_fail(s, c->p, "a trace entry built in an unexpected way"); goto out; }
         c->p++;
@@ -560,6 +597,7 @@ int parse_entry(Scanner *s, Cur *c, int32_t trace)
     if (!s->worker) r = push_item(s, (Item){I_ENTRY, trace, rows, NULL});  /* a worker records its structure itself */
 out:
     if (r == ST_MORE) {
+        s->memo_epoch++;  /* the slots it filled are filled again */
         if (s->worker) {
             s->own_count = memo_len;
             if (s->guess < 0) s->own.n = (Py_ssize_t)memo_len;

@@ -100,10 +100,13 @@ static int own_chunk(Scanner *s, Py_ssize_t chunk)
     return ST_OK;
 }
 
+static uint32_t own_get(const Scanner *s, int64_t j);
+
 /* A worker's own slot j: in ``own`` until it has a guess of where its slots go, then in the
  * memo at guess + j (where its references will look for it). */
 int own_set(Scanner *s, int64_t j, uint32_t slot)
 {
+    if (j < s->own_count && names_a_string(own_get(s, j))) s->memo_epoch++;  /* see memo_set */
     if (s->guess < 0) {
         if (j == (int64_t)s->own.n) {
             if (VEC_PUSH(&s->own, uint32_t, slot)) return ST_ERROR;
@@ -143,6 +146,7 @@ int guess_base(Scanner *s, int64_t index)
         s->memo[i >> MEMO_CHUNK_BITS][i & (MEMO_CHUNK - 1)] = VEC_AT(&s->own, uint32_t, j);
     }
     s->guess = guess;
+    s->memo_epoch++;  /* its slots are where they are read from now */
     vec_free(&s->own);
     return 1;
 }

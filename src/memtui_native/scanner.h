@@ -99,6 +99,15 @@ typedef struct {
     int final;
 } Cur;
 
+#define KEY_SHAPES 9  /* an entry's keys remembered by place: torch writes nine at most */
+
+typedef struct {
+    uint64_t bytes, mask;  /* the memo reference's bytes (little-endian), and which bytes they are */
+    uint64_t epoch;        /* the scanner's memo_epoch + 1 when learnt: 0 never matches */
+    uint8_t length;
+    int8_t key;            /* K_* */
+} KeyShape;
+
 typedef struct {
     PyObject_HEAD
     uint32_t **memo;          /* chunks of MEMO_CHUNK slots */
@@ -134,6 +143,12 @@ typedef struct {
         char bytes[15];
         int32_t strid;
     } short_strings[512];
+    /* The memo reference each of an entry's first keys was read from, and the key it named
+     * (entry.c, read_pair): torch refers to an entry's keys by the same slots every time, so
+     * an entry whose key at a place has the same bytes names the same key, without a memo
+     * lookup. Good for as long as no memo slot is written again (memo_epoch counts those). */
+    KeyShape key_shapes[KEY_SHAPES];
+    uint64_t memo_epoch;          /* bumped whenever a memo slot filled before may hold something else */
     int done;
     int64_t rows_total;       /* trace entries read so far, every trace */
     int64_t containers;       /* lists, dicts and tuples built outside the traces */
@@ -220,6 +235,10 @@ static inline int next_op(Scanner *s, Cur *c, uint8_t *op)
         c->p += 9;
     }
 }
+
+/* Whether a slot may name a string (an entry's key): writing it again ends what read_key
+ * remembers (entry.c). */
+static inline int names_a_string(uint32_t slot) { return SLOT_KIND(slot) == SK_STR || SLOT_KIND(slot) == SK_OBJ; }
 
 static inline int memo_get(Scanner *s, const uint8_t *at, int64_t index, uint32_t *slot)
 {

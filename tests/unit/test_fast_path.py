@@ -560,6 +560,45 @@ def test_a_frame_list_changed_after_an_entry_used_it(tmp_path):
     assert_same_model(open_snapshot(path, cache=None), open_plain(path))
 
 
+def key_slot_written_again(tmp_path) -> tuple:
+    """A file that writes a key's memo slot again between two traces: the slot that named
+    ``stream`` names ``device_free`` from the third trace on (a string pushed, BINPUT into the
+    slot, POP). Its entries name the same slot in the same place as the first trace's did."""
+    import pickletools
+
+    snap = torch_like(entries=60)
+    for trace in snap["device_traces"]:
+        for entry in trace:
+            entry.pop("device_free", None)
+    data = pickle.dumps(snap, protocol=2)
+    ops = list(pickletools.genops(data))
+    slot = next(ops[k + 1][1] for k, (op, arg, _) in enumerate(ops)
+                if arg == "stream" and ops[k + 1][0].name in ("BINPUT", "LONG_BINPUT"))
+    empty_lists = [pos for op, _, pos in ops if op.name == "EMPTY_LIST"]
+    # the traces' list, then the first trace's: the second trace is the next list after the first's end
+    second = next(pos for pos in empty_lists if pos > data.index(b"snapshot"))
+    put = b"q" + bytes([slot]) if slot < 256 else b"r" + struct.pack("<I", slot)
+    written_again = data[:second] + b"X" + struct.pack("<I", 11) + b"device_free" + put + b"0" + data[second:]
+    path = tmp_path / "rewritten_key.pickle"
+    path.write_bytes(written_again)
+    return path, pickle.loads(written_again)
+
+
+@pytest.mark.parametrize("workers", [False, True], ids=["in order", "many workers"])
+def test_a_key_slot_written_again_names_the_new_key(tmp_path, request, workers):
+    """The scanner remembers which key an entry's place named by the bytes of its memo
+    reference (src/memtui_native/entry.c, read_key); a slot written again ends that."""
+    if workers:
+        request.getfixturevalue("many_workers")
+    path, loaded = key_slot_written_again(tmp_path)
+    third = loaded["device_traces"][2]
+    assert third and all("device_free" in e and "stream" not in e for e in third)  # the file says so
+    got = open_fast(path)
+    assert got is not None  # read by the scanner, not handed over
+    assert_same_model(got, open_plain(path))
+    assert list(got.devices[2].trace.device_free) == [e["device_free"] for e in third]
+
+
 # -- the compiled pairing of allocations and frees ------------------------------------------------
 
 @pytest.mark.parametrize("path", sample_files()[:12] + shared_files("big_trace*"), ids=lambda p: p.name)
