@@ -296,7 +296,7 @@ static int read_frame_item(Scanner *s, Cur *c, int32_t *fid)
     if (op == OP_EMPTY_DICT) {
         c->p++;
         int64_t index = -1;
-        if ((r = opt_memo(s, c, SLOT(SK_OPAQUE, 0), &index))) return r;
+        if ((r = opt_memoize(s, c, SLOT(SK_OPAQUE, 0), &index))) return r;
         FrameRec rec = {-1, -1, 0, -1, 0, -1, NULL, NULL};
         if ((r = read_frame_body(s, c, &rec))) { Py_XDECREF(rec.line_obj); return r; }
         if (s->frecs.n > SLOT_VALUE_MAX) return scan_fail(s, at, "too many frames");
@@ -386,7 +386,7 @@ static int read_frames(Scanner *s, Cur *c, int32_t *sid)
     if (op != OP_EMPTY_LIST) return scan_fail(s, at, "an entry's frames are not a list");
     c->p++;
     int64_t index = -1;
-    if ((r = opt_memo(s, c, SLOT(SK_OPAQUE, 0), &index))) return r;
+    if ((r = opt_memoize(s, c, SLOT(SK_OPAQUE, 0), &index))) return r;
     s->fids.n = 0;
     for (;;) {
         int32_t fid;
@@ -430,7 +430,7 @@ static int read_frames(Scanner *s, Cur *c, int32_t *sid)
         id = stack_intern(&s->ft, (const int32_t *)s->fids.data, s->fids.n);
         if (id < 0) return ST_ERROR;
     }
-    if (index >= 0 && (r = memo_set(s, at, index, SLOT(SK_STACK, id + 1)))) return r;
+    if (index >= 0 && (r = memo_fill(s, at, index, SLOT(SK_STACK, id + 1)))) return r;
     if (index >= 0) s->this_list_own = index;
     *sid = id;
     return ST_OK;
@@ -569,7 +569,7 @@ int parse_entry(Scanner *s, Cur *c, int32_t trace)
     int r;
     c->p++;  /* EMPTY_DICT */
     s->this_list_own = -1;
-    if ((r = opt_memo(s, c, SLOT(SK_ENTRY, 0), NULL))) goto out;
+    if ((r = opt_memoize(s, c, SLOT(SK_ENTRY, 0), NULL))) goto out;
     if ((r = next_op(s, c, &op))) goto out;
     if (op == OP_MARK) {
         c->p++;

@@ -311,4 +311,33 @@ static inline int memo_append(Scanner *s, const uint8_t *at, uint32_t slot)
     return memo_set(s, at, index, slot);
 }
 
+/* opt_memo's common case, inline: a MEMOIZE right after the value (how protocol 4 and 5
+ * write every trace value); anything else is opt_memo's. */
+static inline int opt_memoize(Scanner *s, Cur *c, uint32_t slot, int64_t *index)
+{
+    if (c->p < c->end && *c->p == OP_MEMOIZE) {
+        int64_t at = memo_count(s);
+        int r = memo_append(s, c->p, slot);
+        if (r) return r;
+        c->p++;
+        if (index) *index = at;
+        return ST_OK;
+    }
+    return opt_memo(s, c, slot, index);
+}
+
+/* Fill the slot ``index`` that this entry reserved (opt_memo gave it): what memo_set does,
+ * without the checks that a slot already filled needs. */
+static inline int memo_fill(Scanner *s, const uint8_t *at, int64_t index, uint32_t slot)
+{
+    int64_t i = s->worker ? s->guess + index : index;
+    if (!s->worker || (s->guess >= 0 && ((const uint8_t *)s->memo_own.data)[i >> MEMO_CHUNK_BITS])) {
+        uint32_t *place = &s->memo[i >> MEMO_CHUNK_BITS][i & (MEMO_CHUNK - 1)];
+        if (names_a_string(*place)) s->memo_epoch++;  /* a file that wrote a string there meanwhile */
+        *place = slot;
+        return ST_OK;
+    }
+    return memo_set(s, at, index, slot);
+}
+
 #endif
