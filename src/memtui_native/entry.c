@@ -550,11 +550,29 @@ static int commit(Scanner *s, Trace *t, const Row *row)
     if (local_id(&t->ctx_ids, &t->ctx_vals, row->ctx, &ctx, &t->last_ctx, &t->last_ctx_local) ||
         local_id(&t->meta_ids, &t->meta_vals, row->meta, &meta, &t->last_meta, &t->last_meta_local))
         return ST_ERROR;
-    if (intcol_push(&t->action, action_id) || intcol_push(&t->addr, row->addr) ||
-        intcol_push(&t->size, row->size) || intcol_push(&t->stream, row->stream) ||
-        intcol_push(&t->stack, row->stack) || intcol_push(&t->ctx, ctx) || intcol_push(&t->meta, meta) ||
-        intcol_push(&t->device_free, row->device_free) || VEC_PUSH(&t->time, double, row->time))
-        return ST_ERROR;
+    if (s->staged.trace != t) {
+        if (stage_flush(s)) return ST_ERROR;
+        s->staged.trace = t;
+    }
+    if (VEC_PUSH(&t->time, double, row->time)) return ST_ERROR;
+    int64_t (*v)[STAGED_ROWS] = s->staged.values;
+    int n = s->staged.n;
+    v[0][n] = action_id; v[1][n] = row->addr; v[2][n] = row->size; v[3][n] = row->stream;
+    v[4][n] = row->stack; v[5][n] = ctx; v[6][n] = meta; v[7][n] = row->device_free;
+    if (++s->staged.n == STAGED_ROWS && stage_flush(s)) return ST_ERROR;  /* out of memory: the scan fails */
+    return ST_OK;
+}
+
+int stage_flush(Scanner *s)
+{
+    Trace *t = s->staged.trace;
+    int n = s->staged.n;
+    if (!t || !n) return ST_OK;
+    IntCol *columns[STAGED_COLUMNS] = {&t->action, &t->addr, &t->size, &t->stream, &t->stack, &t->ctx, &t->meta,
+                                       &t->device_free};
+    for (int k = 0; k < STAGED_COLUMNS; k++)
+        if (intcol_extend(columns[k], s->staged.values[k], n) < 0) return ST_ERROR;
+    s->staged.n = 0;
     return ST_OK;
 }
 
@@ -590,7 +608,7 @@ int parse_entry(Scanner *s, Cur *c, int32_t trace)
         c->p++;
     }
     if (!(row.seen & (1u << K_ACTION))) { r = scan_fail(s, start, "a trace entry without an action"); goto out; }
-    int64_t rows = t->action.n;
+    int64_t rows = t->time.n;  /* (its other columns may have rows staged) */
     if ((r = commit(s, t, &row))) goto out;
     s->rows_total++;
     s->prev_list_own = s->this_list_own;

@@ -391,6 +391,7 @@ static int merge_worker(Scanner *s, Worker *w, int threads, int *discard)
     int32_t trace;
     Batches b;
     int64_t base = s->memo_len;  /* the range's first slot: every range before it is merged */
+    if (stage_flush(s)) return ST_ERROR;  /* the rows read in order before the range's, in their columns */
     if (w->status != ST_OK || (ws->guess >= 0 && ws->guess != base) || !in_trace(s, &trace) || stack_top(s, trace, &b))
         return ST_OK;
     Batches start = b;

@@ -48,6 +48,7 @@ typedef struct {
 
 int intcol_grow(IntCol *c, int64_t value);  /* the slow path of intcol_push */
 int intcol_fit(IntCol *c, Py_ssize_t items, int width);
+int intcol_extend(IntCol *c, const int64_t *values, Py_ssize_t n);  /* n values at the end, widened as needed */
 void intcol_free(IntCol *c);
 
 static inline int width_of(int64_t v)

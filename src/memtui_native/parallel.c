@@ -347,7 +347,7 @@ static void watermark(Worker *w)
     w->wm.actions = s->actions.n;
     w->wm.deferred = s->deferred_index.n;
     w->wm.own = s->own_count;
-    w->wm.rows = VEC_AT(&s->traces, Trace *, 0)->action.n;
+    w->wm.rows = VEC_AT(&s->traces, Trace *, 0)->time.n;  /* (rows staged too: worker_range puts them in) */
 }
 
 static int push_token(Worker *w, int64_t *entries, int64_t token)
@@ -399,7 +399,7 @@ static void worker_range(Worker *w)
         atomic_store_explicit(&w->done_bytes, r.pos - w->start, memory_order_relaxed);
     }
 out:
-    if (push_token(w, &entries, 0)) goto error;
+    if (push_token(w, &entries, 0) || stage_flush(s)) goto error;
     w->status = ST_OK;
 error:
     reader_close(&r);

@@ -923,6 +923,7 @@ static PyObject *Scanner_finish(Scanner *s, PyObject *args)
     long long total;
     if (!PyArg_ParseTuple(args, "L", &total)) return NULL;
     if (!s->done) return finish_fail(s, "the pickle ends before STOP");
+    if (stage_flush(s)) return PyErr_NoMemory();
     if (s->max_frame_end > total) return finish_fail(s, "a frame runs past the end of the file");
     if (!PyDict_CheckExact(s->root)) return finish_fail(s, "the pickle does not hold a dict");
     if (!s->dtlist) return finish_fail(s, "no device traces");

@@ -99,6 +99,8 @@ typedef struct {
     int final;
 } Cur;
 
+#define STAGED_ROWS 256
+#define STAGED_COLUMNS 8  /* action, addr, size, stream, stack, ctx, meta, device_free */
 #define KEY_SHAPES 9  /* an entry's keys remembered by place: torch writes nine at most */
 
 typedef struct {
@@ -149,6 +151,15 @@ typedef struct {
      * lookup. Good for as long as no memo slot is written again (memo_epoch counts those). */
     KeyShape key_shapes[KEY_SHAPES];
     uint64_t memo_epoch;          /* bumped whenever a memo slot filled before may hold something else */
+    /* The last entries' integer values, one row a place (entry.c, commit), put in their
+     * trace's columns STAGED_ROWS at a time: one width check a column for them all rather
+     * than one a value. Each entry's time goes to the trace at once, so a trace's rows are
+     * its time.n; whatever reads its other columns calls stage_flush first. */
+    struct {
+        Trace *trace;             /* whose rows they are (NULL: none) */
+        int n;
+        int64_t values[STAGED_COLUMNS][STAGED_ROWS];
+    } staged;
     int done;
     int64_t rows_total;       /* trace entries read so far, every trace */
     int64_t containers;       /* lists, dicts and tuples built outside the traces */
@@ -248,6 +259,7 @@ static inline int memo_get(Scanner *s, const uint8_t *at, int64_t index, uint32_
 }
 
 int parse_entry(Scanner *s, Cur *c, int32_t trace);
+int stage_flush(Scanner *s);  /* the staged rows into their trace's columns: ST_OK or ST_ERROR */
 PyObject *long_from_bytes(const uint8_t *p, Py_ssize_t n);
 PyObject *frame_object(Scanner *s, int32_t frec);
 PyObject *stack_object(Scanner *s, int32_t sid);

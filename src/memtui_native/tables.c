@@ -91,6 +91,27 @@ int intcol_fit(IntCol *c, Py_ssize_t items, int width)
     return 0;
 }
 
+int intcol_extend(IntCol *c, const int64_t *values, Py_ssize_t n)
+{
+    if (n <= 0) return 0;
+    int64_t lo = values[0], hi = values[0];
+    for (Py_ssize_t i = 1; i < n; i++) {
+        lo = values[i] < lo ? values[i] : lo;
+        hi = values[i] > hi ? values[i] : hi;
+    }
+    int width = width_of(lo) > width_of(hi) ? width_of(lo) : width_of(hi);
+    if ((c->n + n > c->cap || width > c->width) && intcol_fit(c, c->n + n, width) < 0) return -1;
+    uint8_t *at = c->data + (size_t)c->n * (size_t)c->width;
+    switch (c->width) {
+    case 1: for (Py_ssize_t i = 0; i < n; i++) ((int8_t *)at)[i] = (int8_t)values[i]; break;
+    case 2: for (Py_ssize_t i = 0; i < n; i++) ((int16_t *)at)[i] = (int16_t)values[i]; break;
+    case 4: for (Py_ssize_t i = 0; i < n; i++) ((int32_t *)at)[i] = (int32_t)values[i]; break;
+    default: memcpy(at, values, (size_t)n * sizeof(int64_t)); break;
+    }
+    c->n += n;
+    return 0;
+}
+
 void intcol_free(IntCol *c)
 {
     free(c->data);
