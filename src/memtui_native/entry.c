@@ -16,6 +16,15 @@ static int read_string(Scanner *s, Cur *c, int allow_none, int32_t *strid);
 /* ---- fast paths: the encodings torch writes, tried first; 0 means "take the general path"
  * and nothing was consumed ------------------------------------------------------------ */
 
+/* Whether the n < 16 bytes at a and b are the same (memcmp's call costs more than the
+ * compare for the few bytes torch's short strings have). */
+static inline __attribute__((always_inline)) int same_short(const char *a, const uint8_t *b, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        if ((uint8_t)a[i] != b[i]) return 0;
+    return 1;
+}
+
 /* A memoized string (BINGET/LONG_BINGET of a string slot) or a short new one. */
 static inline __attribute__((always_inline)) int fast_string(Scanner *s, Cur *c, int32_t *strid)
 {
@@ -38,7 +47,7 @@ static inline __attribute__((always_inline)) int fast_string(Scanner *s, Cur *c,
         uint32_t h = (uint32_t)n * 0x9E3779B1u;
         for (Py_ssize_t i = 0; i < n; i++) h = (h ^ p[2 + i]) * 0x01000193u;
         h &= 511;
-        if (s->short_strings[h].length != n || memcmp(s->short_strings[h].bytes, p + 2, (size_t)n) != 0) {
+        if (s->short_strings[h].length != n || !same_short(s->short_strings[h].bytes, p + 2, n)) {
             const char *reason = NULL;
             int32_t id = str_intern(&s->strings, (const char *)p + 2, n, &reason);
             if (id < 0) return 0;  /* the general path says why */

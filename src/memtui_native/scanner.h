@@ -229,7 +229,7 @@ int is_frozen(Scanner *s, PyObject *obj);
 
 /* The next opcode (not consumed), FRAME headers skipped: the C unpickler takes FRAME as an
  * opcode like any other that only asks for its bytes to exist, wherever it comes. */
-static inline int next_op(Scanner *s, Cur *c, uint8_t *op)
+static inline __attribute__((always_inline)) int next_op(Scanner *s, Cur *c, uint8_t *op)
 {
     for (;;) {
         if (c->p >= c->end) return SHORT(s, c);
@@ -266,7 +266,7 @@ PyObject *stack_object(Scanner *s, int32_t sid);
 
 /* A LONG1/LONG4 payload (little-endian two's complement) as int64; 0 when it does not fit.
  * ``avail`` is how many bytes may be read from p (at least n): with 8 of them, one load. */
-static inline int long_fits_at(const uint8_t *p, Py_ssize_t n, Py_ssize_t avail, int64_t *value)
+static inline __attribute__((always_inline)) int long_fits_at(const uint8_t *p, Py_ssize_t n, Py_ssize_t avail, int64_t *value)
 {
     if (n == 0) { *value = 0; return 1; }
     if (n <= 8 && avail >= 8) {
