@@ -91,26 +91,39 @@ int intcol_fit(IntCol *c, Py_ssize_t items, int width)
     return 0;
 }
 
+/* The values at the column's width, and whether any did not fit (then nothing is kept). */
+#define STORE_NARROW(type, bits)                                                          \
+    do {                                                                                  \
+        type *out = (type *)at;                                                           \
+        for (Py_ssize_t i = 0; i < n; i++) {                                              \
+            over |= ((uint64_t)values[i] + ((uint64_t)1 << ((bits) - 1))) >> (bits);      \
+            out[i] = (type)values[i];                                                     \
+        }                                                                                 \
+    } while (0)
+
 int intcol_extend(IntCol *c, const int64_t *values, Py_ssize_t n)
 {
     if (n <= 0) return 0;
-    int64_t lo = values[0], hi = values[0];
-    for (Py_ssize_t i = 1; i < n; i++) {
-        lo = values[i] < lo ? values[i] : lo;
-        hi = values[i] > hi ? values[i] : hi;
-    }
-    int width = width_of(lo) > width_of(hi) ? width_of(lo) : width_of(hi);
-    if ((c->n + n > c->cap || width > c->width) && intcol_fit(c, c->n + n, width) < 0) return -1;
-    uint8_t *at = c->data + (size_t)c->n * (size_t)c->width;
-    switch (c->width) {
-    case 1: for (Py_ssize_t i = 0; i < n; i++) ((int8_t *)at)[i] = (int8_t)values[i]; break;
-    case 2: for (Py_ssize_t i = 0; i < n; i++) ((int16_t *)at)[i] = (int16_t)values[i]; break;
-    case 4: for (Py_ssize_t i = 0; i < n; i++) ((int32_t *)at)[i] = (int32_t)values[i]; break;
-    default: memcpy(at, values, (size_t)n * sizeof(int64_t)); break;
+    if (c->n + n > c->cap && intcol_fit(c, c->n + n, c->width) < 0) return -1;
+    for (;;) {
+        uint8_t *at = c->data + (size_t)c->n * (size_t)c->width;
+        uint64_t over = 0;
+        switch (c->width) {
+        case 1: STORE_NARROW(int8_t, 8); break;
+        case 2: STORE_NARROW(int16_t, 16); break;
+        case 4: STORE_NARROW(int32_t, 32); break;
+        default: memcpy(at, values, (size_t)n * sizeof(int64_t)); break;
+        }
+        if (!over) break;
+        /* a value wider than the column: widen it to the widest value's width, and again */
+        int width = c->width;
+        for (Py_ssize_t i = 0; i < n; i++) width = width_of(values[i]) > width ? width_of(values[i]) : width;
+        if (intcol_fit(c, c->n + n, width) < 0) return -1;
     }
     c->n += n;
     return 0;
 }
+#undef STORE_NARROW
 
 void intcol_free(IntCol *c)
 {
