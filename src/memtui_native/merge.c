@@ -57,7 +57,7 @@ static int resolve_deferred(Scanner *s, Worker *w, int64_t base, Resolved *out)
             if ((use & USE_LIST) && r.sid == NOT_RESOLVED) return -1;
         } else {  /* one of its own: a slot it filled before it referred to it */
             int64_t j = index - base;
-            if (j >= w->wm.own) return -1;
+            if (j >= w->wm.own || j >= VEC_AT(&ws->deferred_own, int64_t, k)) return -1;
             uint32_t slot = own_get(ws, j);
             r.own_kind = (int)SLOT_KIND(slot);
             r.own_value = (int32_t)SLOT_VALUE(slot);
@@ -255,7 +255,7 @@ static void run_copy(const ColumnCopy *c)
         return;
     }
     if (!c->src_width) {
-        memcpy(c->dst + c->at * 8, c->src, (size_t)c->n * 8);
+        if (c->n) memcpy(c->dst + c->at * 8, c->src, (size_t)c->n * 8);  /* (a worker of no rows has no buffer) */
         return;
     }
     const int64_t n = c->n, offset = c->offset;
@@ -392,6 +392,7 @@ static int merge_worker(Scanner *s, Worker *w, int threads, int *discard)
     Batches b;
     int64_t base = s->memo_len;  /* the range's first slot: every range before it is merged */
     if (stage_flush(s)) return ST_ERROR;  /* the rows read in order before the range's, in their columns */
+    if (s->memo_rewrites != w->p_rewrites) return ST_OK;  /* it read a slot written again since: read in order */
     if (w->status != ST_OK || (ws->guess >= 0 && ws->guess != base) || !in_trace(s, &trace) || stack_top(s, trace, &b))
         return ST_OK;
     Batches start = b;

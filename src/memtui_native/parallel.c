@@ -79,7 +79,9 @@ int defer_code(Scanner *s, int64_t index, int use, int32_t *code)
     } else {
         if (s->deferred_index.n >= SLOT_VALUE_MAX - 1) return scan_fail(s, s->base, "too many deferred references");
         k = (int32_t)s->deferred_index.n;
-        if (VEC_PUSH(&s->deferred_index, int64_t, index) || VEC_PUSH(&s->deferred_use, uint8_t, 0)) return ST_ERROR;
+        if (VEC_PUSH(&s->deferred_index, int64_t, index) || VEC_PUSH(&s->deferred_use, uint8_t, 0) ||
+            VEC_PUSH(&s->deferred_own, int64_t, s->own_count))
+            return ST_ERROR;
         if (own_chunk(s, chunk)) return ST_ERROR;  /* the shared all-deferred chunk: a copy of its own */
         s->memo[chunk][index & (MEMO_CHUNK - 1)] = SLOT(SK_DEFERRED, k + 1);
     }
@@ -139,10 +141,13 @@ int guess_base(Scanner *s, int64_t index)
 {
     if (!s->worker || s->guess >= 0 || s->prev_list_own < 0) return 0;
     int64_t guess = index - s->prev_list_own;
-    if (guess < s->p_memo) return 0;
+    /* Every slot's place within the 2**32 a pickle can name, in a chunk of its own, before any
+     * is written: a guess given up half way would leave its slots where the memo is read. */
+    if (guess < s->p_memo || guess + (int64_t)s->own.n > ((int64_t)1 << 32)) return 0;
+    for (int64_t i = guess; i < guess + (int64_t)s->own.n; i += MEMO_CHUNK - (i & (MEMO_CHUNK - 1)))
+        if (own_chunk(s, (Py_ssize_t)(i >> MEMO_CHUNK_BITS))) return 0;
     for (int64_t j = 0; j < (int64_t)s->own.n; j++) {  /* the slots so far, into their places */
         int64_t i = guess + j;
-        if (i >= ((int64_t)1 << 32) || own_chunk(s, (Py_ssize_t)(i >> MEMO_CHUNK_BITS))) return 0;
         s->memo[i >> MEMO_CHUNK_BITS][i & (MEMO_CHUNK - 1)] = VEC_AT(&s->own, uint32_t, j);
     }
     s->guess = guess;
@@ -319,6 +324,7 @@ typedef struct {
     /* the parent's sizes: ids below them are the parent's, from them on the worker's own */
     Py_ssize_t p_strings, p_frames, p_stacks, p_frecs, p_extras, p_actions;
     int64_t p_memo;
+    int64_t p_rewrites;   /* the parent's memo_rewrites: a slot written again since, its copy may be stale */
     /* out */
     int status;           /* ST_OK, ST_ERROR (out of memory or a read error) */
     int64_t stop_at;      /* where it stopped reading entries: end, or the start of what it left */
@@ -498,6 +504,7 @@ static int worker_setup(Worker *w)
     w->p_extras = p->rec_extras.n;
     w->p_actions = p->actions.n;
     w->p_memo = m0;
+    w->p_rewrites = p->memo_rewrites;
     watermark(w);
     return 0;
 }
@@ -530,6 +537,7 @@ static void worker_free(Worker *w)
     }
     vec_free(&s->traces);
     vec_free(&s->deferred_index);
+    vec_free(&s->deferred_own);
     vec_free(&s->deferred_use);
     map64_free(&s->deferred_actions);
     vec_free(&w->tokens);

@@ -42,8 +42,11 @@ int memo_set(Scanner *s, const uint8_t *at, int64_t index, uint32_t slot)
         return own_set(s, index, slot);
     }
     if (index > s->memo_len) return scan_fail(s, at, "a memo slot filled out of order");
-    if (index < s->memo_len && names_a_string(s->memo[index >> MEMO_CHUNK_BITS][index & (MEMO_CHUNK - 1)]))
-        s->memo_epoch++;  /* a string's slot written again (entry.c, read_key) */
+    if (index < s->memo_len) {
+        s->memo_rewrites++;  /* (parallel.c: the workers set up before it) */
+        if (names_a_string(s->memo[index >> MEMO_CHUNK_BITS][index & (MEMO_CHUNK - 1)]))
+            s->memo_epoch++;  /* a string's slot written again (entry.c, read_key) */
+    }
     if (index == s->memo_len) {
         if (index >= ((int64_t)1 << 32)) return scan_fail(s, at, "more memo slots than a pickle can name");
         Py_ssize_t chunk = (Py_ssize_t)(index >> MEMO_CHUNK_BITS);
@@ -834,6 +837,7 @@ static void Scanner_dealloc(Scanner *s)
     vec_free(&s->memo_own);
     vec_free(&s->own);
     vec_free(&s->deferred_index);
+    vec_free(&s->deferred_own);
     vec_free(&s->deferred_use);
     map64_free(&s->deferred_actions);
     vec_free(&s->obj_list);

@@ -151,6 +151,9 @@ typedef struct {
      * lookup. Good for as long as no memo slot is written again (memo_epoch counts those). */
     KeyShape key_shapes[KEY_SHAPES];
     uint64_t memo_epoch;          /* bumped whenever a memo slot filled before may hold something else */
+    /* Memo slots written again (a PUT over a filled slot): a worker set up before one of them
+     * read the slots before its range as they were, so its range is read again in order. */
+    int64_t memo_rewrites;
     /* The last entries' integer values, one row a place (entry.c, commit), put in their
      * trace's columns STAGED_ROWS at a time: one width check a column for them all rather
      * than one a value. Each entry's time goes to the trace at once, so a trace's rows are
@@ -174,6 +177,8 @@ typedef struct {
     Vec memo_own;             /* uint8 per memo chunk: the worker's own (else the parent's or shared) */
     Vec deferred_index;       /* int64 memo index of each k (the slot holds SK_DEFERRED k + 1) */
     Vec deferred_use;         /* uint8 per k: how it was used (USE_*) */
+    Vec deferred_own;         /* int64 per k: its own slots filled when k was first used (a slot of
+                               * its own it names must be one of those, as the unpickler's would) */
     Map64 deferred_actions;   /* deferred code -> local action id */
     /* Frame lists built outside the traces, as frame ids, converted before a parallel pass
      * (its workers cannot look at Python objects): per object, -1 or an index into

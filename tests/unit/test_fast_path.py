@@ -20,7 +20,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memtui.load.fast as fast
-import memtui.model.slices as slices
 from memtui.errors import SnapshotError
 from memtui.load.fast import FastFallback, scan_snapshot
 from memtui.model import actions as act
@@ -30,6 +29,7 @@ from memtui.open import open_fast, open_plain, open_snapshot, open_streaming
 from tests.conftest import SAMPLES, SHARED, sample_files, scenario_files, shared_files, shared_params
 from tests.fixtures import variants
 from tests.fixtures.model_equality import assert_same_model
+from tests.fixtures.scanner_files import torch_like
 from tests.fixtures.snapshot_strategies import count_case, fuzz_settings
 from tests.fixtures.snapshot_strategies import snapshots as hostile_snapshots
 
@@ -96,21 +96,6 @@ def read_chunk():
     """Sets the compiled reader's read size (uncompressed files) for one test."""
     saved = fast._native._parallel_limits()
     yield lambda size: fast._native._parallel_limits(saved[0], saved[1], saved[2], size)
-    fast._native._parallel_limits(*saved)
-
-
-@pytest.fixture
-def many_workers(monkeypatch):
-    """Every file read by many workers: a short prefix, ranges of a few hundred bytes, each
-    range's merge cut into pieces of a few rows, the last range's worker 3 ms late (so the
-    ranges before it are merged while it runs), and the model's columns built from slices
-    of a couple of hundred rows on several threads."""
-    saved = fast._native._parallel_limits()
-    fast._native._parallel_limits(3, 200, 4096, saved[3], 8, 3000)
-    monkeypatch.setenv("MEMTUI_SCAN_THREADS", "7")
-    monkeypatch.setattr(slices, "SLICE_ROWS", 211)
-    monkeypatch.setattr(slices, "usable_cores", lambda: 4)
-    yield
     fast._native._parallel_limits(*saved)
 
 
@@ -310,54 +295,6 @@ def test_without_the_compiled_part_every_file_still_opens(monkeypatch):
 
 
 # -- generated snapshots: every layout detail the scanner reads ------------------------------
-
-FX = {"fx_node_op": "call_function", "fx_node_name": "addmm", "fx_node_target": "aten.addmm.default"}
-
-
-def torch_like(entries: int = 50, seed: int = 0, **options) -> dict:
-    """A snapshot written the way torch writes one, with the odd values torch can write."""
-    rng = np.random.default_rng(seed)
-    pool = [{"name": f"f{i}", "filename": f"/src/m{i % 3}.py", "line": int(i * 7)} for i in range(8)]
-    pool.append({"name": "unwind", "filename": "??", "line": (1 << 64) - 1})  # C++ frames: no line
-    pool.append({"name": "g", "filename": "gen.py", "line": 5, **FX})
-    pool.append({"name": "\x1b[2J", "filename": "esc\udcffape.py", "line": -3})
-    blocks_frames = [pool[0], pool[1]]
-    trace, lists = [], []
-    for i in range(entries):
-        action = ["alloc", "free_requested", "free_completed", "segment_alloc", "oom", "mystery"][int(rng.integers(6))]
-        e = {"action": action, "addr": 0x7F0000000000 + 512 * int(rng.integers(40)), "size": int(rng.integers(1 << 33)),
-             "stream": int(rng.integers(3)), "time_us": 1_700_000_000_000_000 + i,
-             "compile_context": "".join(["N", "/A"]), "user_metadata": "" if i % 5 else f"step {i}"}
-        if i % 9 == 1:
-            e["time_us"] = [None, 1.5, float("inf"), float("nan"), True][i % 5]
-        if action == "free_completed" and lists:
-            e["frames"] = lists[-1]
-        elif i % 11 == 3:
-            e["frames"] = blocks_frames  # shared with a block, which comes first in the file
-        elif i % 13 == 4:
-            e["frames"] = []
-        elif i % 17 == 5:
-            e.pop("compile_context")
-        else:
-            e["frames"] = [pool[int(k)] for k in rng.integers(0, len(pool), int(rng.integers(1, 5)))]
-            lists.append(e["frames"])
-        if action == "oom":
-            e["device_free"] = 1 << 34
-        if i % 23 == 7:
-            e["compile_context"] = None
-        trace.append(e)
-    trace.append({"action": "snapshot"})  # a dict of one key: SETITEM, not SETITEMS
-    seg = {"device": 0, "address": 0x7F0000000000, "total_size": 1 << 21, "allocated_size": 512,
-           "active_size": 512, "requested_size": 500, "stream": 0, "segment_type": "large",
-           "segment_pool_id": (0, 0), "is_expandable": False, "frames": [],
-           "blocks": [{"address": 0x7F0000000000, "size": 512, "requested_size": 500, "state": "active_allocated",
-                       "frames": blocks_frames}]}
-    snap = {"segments": [seg], "device_traces": [trace, [], [dict(e) for e in trace[:3]]],
-            "allocator_settings": {"expandable_segments": False, "big": 1 << 80},
-            "external_annotations": [{"stage": "START", "name": "step", "device": 0, "time_us": 5}]}
-    snap.update(options)
-    return snap
-
 
 @pytest.mark.parametrize("protocol", [2, 3, 4, 5])
 def test_generated_torch_like_snapshots_take_the_fast_path(tmp_path, protocol):
@@ -584,12 +521,11 @@ def key_slot_written_again(tmp_path) -> tuple:
     return path, pickle.loads(written_again)
 
 
-@pytest.mark.parametrize("workers", [False, True], ids=["in order", "many workers"])
-def test_a_key_slot_written_again_names_the_new_key(tmp_path, request, workers):
+def test_a_key_slot_written_again_names_the_new_key(tmp_path):
     """The scanner remembers which key an entry's place named by the bytes of its memo
-    reference (src/memtui_native/entry.c, read_key); a slot written again ends that."""
-    if workers:
-        request.getfixturevalue("many_workers")
+    reference (src/memtui_native/entry.c, read_key); a slot written again ends that. (Protocol
+    2 numbers slots with PUT, so the file is read in order; with workers, see
+    test_scanner_memo.py.)"""
     path, loaded = key_slot_written_again(tmp_path)
     third = loaded["device_traces"][2]
     assert third and all("device_free" in e and "stream" not in e for e in third)  # the file says so
