@@ -19,7 +19,7 @@ python=${PYTHON:-$root/.venv/bin/python}
 cc=${CC:-gcc}
 builds=("${@:-asan tsan}")
 read -r -a builds <<<"${builds[*]}"
-tests=(tests/unit/test_fast_path.py tests/unit/test_opcode_check.py tests/unit/test_differential_fuzz.py)
+tests=(tests/unit/test_fast_path.py tests/unit/test_scanner_memo.py tests/unit/test_opcode_check.py tests/unit/test_differential_fuzz.py)
 work=$(mktemp -d)
 [ -n "${MEMTUI_SANITIZE_KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
 shared=${MEMTUI_SHARED_SNAPSHOTS:-$root/../shared/snapshots}

@@ -954,6 +954,7 @@ static int scan_rest(Scanner *s, Reader *r, int fd, int64_t begin, int64_t size,
         workers[i] = (Worker){.parent = s, .fd = fd, .start = starts[i],
                               .end = i + 1 < n_chain ? starts[i + 1] : size, .cancel = cancel, .last = i + 1 == n_chain};
     s->par_ranges = n_chain;
+    s->workers_memo = s->memo_len;  /* the slots every worker reads as the setup finds them */
     double started = now_s();
     Merge m = {s, r, workers, n_chain, threads, pr, 0, begin, 0, 0, 0, ST_OK, 0};
     int jobs = run_jobs(worker_job, workers, sizeof(Worker), n_chain, worker_done, begin, pr, cancel, merge_early, &m);

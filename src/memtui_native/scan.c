@@ -43,7 +43,7 @@ int memo_set(Scanner *s, const uint8_t *at, int64_t index, uint32_t slot)
     }
     if (index > s->memo_len) return scan_fail(s, at, "a memo slot filled out of order");
     if (index < s->memo_len) {
-        s->memo_rewrites++;  /* (parallel.c: the workers set up before it) */
+        if (index < s->workers_memo) s->memo_rewrites++;  /* a slot the workers read as it was (parallel.c) */
         if (names_a_string(s->memo[index >> MEMO_CHUNK_BITS][index & (MEMO_CHUNK - 1)]))
             s->memo_epoch++;  /* a string's slot written again (entry.c, read_key) */
     }

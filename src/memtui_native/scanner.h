@@ -151,9 +151,10 @@ typedef struct {
      * lookup. Good for as long as no memo slot is written again (memo_epoch counts those). */
     KeyShape key_shapes[KEY_SHAPES];
     uint64_t memo_epoch;          /* bumped whenever a memo slot filled before may hold something else */
-    /* Memo slots written again (a PUT over a filled slot): a worker set up before one of them
-     * read the slots before its range as they were, so its range is read again in order. */
-    int64_t memo_rewrites;
+    /* Memo slots the workers of a parallel pass read from (those filled when they were set
+     * up: 0 before) that were written again since (a PUT over one): a worker set up before
+     * such a write read the slot as it was, so its range is read again in order. */
+    int64_t workers_memo, memo_rewrites;
     /* The last entries' integer values, one row a place (entry.c, commit), put in their
      * trace's columns STAGED_ROWS at a time: one width check a column for them all rather
      * than one a value. Each entry's time goes to the trace at once, so a trace's rows are

@@ -120,3 +120,19 @@ def test_a_guess_past_the_last_memo_slot_is_given_up_whole(tmp_path, many_worker
     else:
         assert got is not None
         assert_same_model(got, want)
+
+
+def test_new_frames_read_between_two_traces_leave_the_later_ranges_to_their_workers(tmp_path, many_workers):
+    """The main thread fills the slots it reserved for the new frames it reads between two
+    ranges: slots after those the workers read, so no worker's range is read again for it."""
+    snap = torch_like(entries=1500, seed=1)
+    first = snap["device_traces"][0]
+    second = [dict(entry) for entry in first]
+    for i, entry in enumerate(second[:40]):
+        entry["frames"] = [{"name": f"new{i}", "filename": "fresh.py", "line": i}]
+    snap["device_traces"] = [first, second, [dict(entry) for entry in first]]
+    path = tmp_path / "new_frames.pickle"
+    path.write_bytes(pickle.dumps(snap, protocol=4))
+    parallel = scan_snapshot(path).parallel
+    assert parallel["ranges"] > 3 and parallel["read_in_order"] == 0, parallel
+    assert_same_model(open_fast(path), open_plain(path))
