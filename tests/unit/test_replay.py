@@ -11,6 +11,13 @@ from memtui.model.segments import PENDING_FREE
 from memtui.open import open_snapshot
 from memtui.replay import Replayer, _add_range, _remove_range
 from tests.conftest import sample_files, shared_params
+from tests.fixtures.opened import cached
+
+
+def opened(path):
+    """The file's model, opened once per test process (tests/fixtures/opened.py): a replayer
+    only reads its device. The test that makes the lives' columns read-only opens its own."""
+    return cached(str(path))
 
 
 def every_real_file():
@@ -19,7 +26,7 @@ def every_real_file():
 
 @pytest.mark.parametrize("path", every_real_file())
 def test_state_after_last_event_is_the_snapshot(path):
-    snap = open_snapshot(path)
+    snap = opened(path)
     for dev in snap.devices:
         state = Replayer(dev).state_at(len(dev.trace) - 1)
         assert (state.allocated, state.active, state.reserved) == (dev.allocated, dev.active, dev.reserved)
@@ -30,7 +37,7 @@ def test_state_after_last_event_is_the_snapshot(path):
 def test_reserved_follows_the_segment_events(path):
     # Replayed segments (lives and expandable ranges) against a plain running sum of
     # segment_alloc/map minus segment_free/unmap sizes.
-    dev = open_snapshot(path).devices[0]
+    dev = opened(path).devices[0]
     n = len(dev.trace)
     if n == 0:
         pytest.skip("empty trace")
@@ -68,7 +75,7 @@ def _free_by_walking(state):
 
 @pytest.mark.parametrize("path", every_real_file())
 def test_free_per_segment_matches_a_walk(path):
-    dev = open_snapshot(path).devices[0]
+    dev = opened(path).devices[0]
     replayer = Replayer(dev)
     for i in np.linspace(0, max(len(dev.trace) - 1, 0), 12).astype(int):
         state = replayer.state_at(int(i))
@@ -82,7 +89,7 @@ def test_a_state_before_the_index_is_built_is_the_indexed_one(path):
     # are then found by one pass): every state must be the one the index gives.
     import dataclasses
 
-    for dev in open_snapshot(path).devices:
+    for dev in opened(path).devices:
         n = len(dev.trace)
         indexed, unindexed = Replayer(dev), Replayer(dev, indexed=False)
         for i in sorted({-1, 0, n - 1, *np.linspace(0, max(n - 1, 0), 30).astype(int).tolist()}):
@@ -102,7 +109,7 @@ def test_the_explorers_curves_are_the_analysis_ones(path):
     from memtui.analysis.live import allocated_curve
     from memtui.tui.views.device_view import build_device_view
 
-    snap = open_snapshot(path)
+    snap = opened(path)
     for d, dev in enumerate(snap.devices):
         assert np.array_equal(build_device_view(snap, d).allocated, allocated_curve(dev))
 
@@ -112,7 +119,7 @@ def test_the_nearest_stacked_event_is_the_arrays(path):
     # The inspector looks back from one event; the whole array is the reference.
     from memtui.model.stackless import last_stacked_before, nearest_stacked_before
 
-    for dev in open_snapshot(path).devices:
+    for dev in opened(path).devices:
         stack = dev.trace.stack
         whole = last_stacked_before(stack)
         for i in sorted({0, len(stack) - 1, *np.linspace(0, max(len(stack) - 1, 0), 40).astype(int).tolist()}):
@@ -134,7 +141,7 @@ def test_the_nearest_stacked_event_far_back_and_none():
 
 @pytest.mark.parametrize("path", [pytest.param(p, id=p.name) for p in sample_files()])
 def test_the_state_asked_for_again_is_the_one_kept_and_read_only(path):
-    dev = open_snapshot(path).devices[0]
+    dev = opened(path).devices[0]
     n = len(dev.trace)
     replayer, fresh = Replayer(dev, indexed=False), Replayer(dev)
     for i in (n - 1, n - 1, n // 2, n - 1, -1, -1, n // 2):
