@@ -56,13 +56,20 @@ fileformat.write_cache_file = write  # the cache imports it where it writes
 from memtui.cli import main
 sys.exit(main(sys.argv[1:]))
 """
+# A stalled writer outlasts the wait for it (ModelCache.abandon: 2 s), which then removes its
+# file; the stalled cases wait half a second instead, the same path in less time.
+SHORT_ABANDON_WAIT = """
+import memtui.cache.store as store
+real_abandon = store.ModelCache.abandon
+store.ModelCache.abandon = lambda self, wait_s=0.5: real_abandon(self, wait_s)
+"""
 # the first piece of data waits two minutes
-STALLED_WRITE = DELAYED_WRITES.format(piece=8 << 20, wait="time.sleep(120 if calls == 1 else 0)")
+STALLED_WRITE = SHORT_ABANDON_WAIT + DELAYED_WRITES.format(piece=8 << 20, wait="time.sleep(120 if calls == 1 else 0)")
 SLOW_PIECES = DELAYED_WRITES.format(
     piece=256, wait="while calls > 1 and not stopped() and time.sleep(0.01) is None: pass")
 # the first piece stalls, and the Ctrl-C comes to the writer's thread, not the main one (the
 # kernel gives a process's signal to any thread; under load the main thread waited forever)
-STALLED_SIGNALLED_IN_WRITER = DELAYED_WRITES.format(
+STALLED_SIGNALLED_IN_WRITER = SHORT_ABANDON_WAIT + DELAYED_WRITES.format(
     piece=8 << 20, wait="calls == 1 and __import__('signal').pthread_kill(__import__('threading').get_ident(), 2); "
                         "time.sleep(120 if calls == 1 else 0)")
 
