@@ -22,6 +22,7 @@ from memtui.open import open_snapshot
 from memtui.query import compile_filter
 from memtui.services.info import summarize
 from tests.conftest import SHARED, sample_files, shared_files
+from tests.fixtures.opened import cached
 from tests.fixtures.synthetic import synthetic_snapshot
 
 
@@ -57,7 +58,7 @@ def exported_indices(path) -> dict[int, list[int]]:
 
 
 def check_round_trip(source, tmp_path):
-    original = open_snapshot(source)
+    original = cached(str(source))  # opened once per process (tests/fixtures/opened.py): an export only reads it
     exported = tmp_path / "all.msgpack"
     export_snapshot(original, exported)
     reopened = open_snapshot(exported)
