@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import pickle
 import re
@@ -18,7 +19,7 @@ from memtui.query import FilterError, compile_filter
 from tests.conftest import SHARED
 from tests.fixtures.filter_reference import ReferenceDevice
 from tests.fixtures.snapshot_strategies import count_case
-from tests.fixtures.synthetic import synthetic_snapshot
+from tests.fixtures.synthetic import synthetic_snapshot as build_synthetic_snapshot
 
 # The reference walks every event in Python: fewer examples on the larger real files.
 # MEMTUI_FUZZ_EXAMPLES raises both for a long run.
@@ -55,6 +56,9 @@ def real_files() -> list:
 
 
 _SUBJECTS: dict = {}
+# Built once per seed, not for every case: subject_for keeps the first one's subject, and
+# normalize_dict reads the dict through pickle without changing it.
+synthetic_snapshot = functools.cache(build_synthetic_snapshot)
 
 
 def subject_for(source, key: str | None = None) -> Subject:
