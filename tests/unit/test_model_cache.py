@@ -44,6 +44,23 @@ def warm(path, cache: ModelCache):
     cache.wait()
 
 
+@pytest.fixture(scope="module")
+def warmed(tmp_path_factory):
+    """A cache holding a sample's model and the model it was written from, made once per
+    sample in this module: the checks of every sample below only read them."""
+    made: dict = {}
+
+    def warmed_cache(path):
+        if path not in made:
+            cache = ModelCache(str(tmp_path_factory.mktemp("warmed")))
+            fresh = open_snapshot(path, cache=cache)
+            cache.wait()
+            made[path] = cache, fresh
+        return made[path]
+
+    return warmed_cache
+
+
 def test_hit_returns_the_same_model(snap, tmp_path):
     cache = ModelCache(str(tmp_path / "cache"))
     fresh = open_snapshot(snap, cache=cache)
@@ -143,10 +160,8 @@ def test_two_writers_leave_one_good_file(snap, tmp_path):
 
 
 @pytest.mark.parametrize("path", [pytest.param(p, id=p.name) for p in sample_files()])
-def test_round_trip_of_every_sample(path, tmp_path):
-    cache = ModelCache(str(tmp_path / "cache"))
-    fresh = open_snapshot(path, cache=cache)
-    cache.wait()
+def test_round_trip_of_every_sample(path, warmed):
+    cache, fresh = warmed(path)
     assert_same_model(cache.load(path), fresh)
 
 
@@ -346,9 +361,8 @@ def _figures_from_columns(dev) -> dict:
 
 
 @pytest.mark.parametrize("path", [pytest.param(p, id=p.name) for p in sample_files()])
-def test_a_warm_open_keeps_the_figures_the_columns_give_and_passes_over_no_column(path, tmp_path, monkeypatch):
-    cache = ModelCache(str(tmp_path / "cache"))
-    warm(path, cache)
+def test_a_warm_open_keeps_the_figures_the_columns_give_and_passes_over_no_column(path, warmed, monkeypatch):
+    cache, _ = warmed(path)
 
     def no_pass(*args):
         raise AssertionError("a warm open passed over a column for a figure the cache holds")
