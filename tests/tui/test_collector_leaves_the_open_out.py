@@ -24,9 +24,15 @@ async def test_the_first_screen_freezes_what_the_open_made():
         gc.unfreeze()
 
 
+def _first_app():
+    """An app on the tiny snapshot, made with nothing frozen: unfrozen before the app starts,
+    since once it runs its first screen may be drawn, and frozen, at any moment."""
+    gc.unfreeze()
+    return make_app(tiny_path())
+
+
 async def _first_explorer(app, pilot):
     """The app's first explorer, up, its workers done, and what it made frozen."""
-    gc.unfreeze()
     screen = await ready(app, pilot)
     await settle(app, pilot)
     assert gc.get_freeze_count() > 0
@@ -36,7 +42,7 @@ async def _first_explorer(app, pilot):
 async def test_an_explorer_replaced_by_another_is_collected():
     import weakref
 
-    app = make_app(tiny_path())
+    app = _first_app()
     async with app.run_test(size=(120, 40)) as pilot:
         first = await _first_explorer(app, pilot)
         gone = weakref.ref(first)
@@ -55,7 +61,7 @@ async def test_an_explorer_replaced_by_another_is_collected():
 
 
 async def test_an_explorer_popped_goes_back_to_the_collector():
-    app = make_app(tiny_path())
+    app = _first_app()
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await _first_explorer(app, pilot)
         await app.switch_screen(type(app.screen_stack[0])())  # as the rank list's q or the live view's Esc
