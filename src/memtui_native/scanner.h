@@ -146,9 +146,9 @@ typedef struct {
         int32_t strid;
     } short_strings[512];
     /* The memo reference each of an entry's first keys was read from, and the key it named
-     * (entry.c, read_pair): torch refers to an entry's keys by the same slots every time, so
+     * (entry.c, read_key): torch refers to an entry's keys by the same slots every time, so
      * an entry whose key at a place has the same bytes names the same key, without a memo
-     * lookup. Good for as long as no memo slot is written again (memo_epoch counts those). */
+     * lookup. Good for as long as no slot that held a string is written again (memo_epoch). */
     KeyShape key_shapes[KEY_SHAPES];
     uint64_t memo_epoch;          /* bumped whenever a memo slot filled before may hold something else */
     /* Memo slots the workers of a parallel pass read from (those filled when they were set
