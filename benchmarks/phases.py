@@ -38,7 +38,8 @@ path, cache_dir = sys.argv[1], sys.argv[2]
 ahead_started = False
 if cache_dir == "-":  # as the command line does before its imports (memtui/cli.py, _scan_ahead)
     from memtui.load import ahead
-    ahead_started = ahead.start(path)
+    from memtui.model.actions import BLOCK_ROLE_NAMES
+    ahead_started = ahead.start(path, pair_by=BLOCK_ROLE_NAMES)
     mark("scan started before the imports" if ahead_started else "(no scan before the imports)")
 import io, contextlib
 from memtui.cli import find_command

@@ -189,6 +189,7 @@ def _scan_ahead(argv: list[str]) -> None:
     from memtui.cache.names import default_cache_dir, has_entry
     from memtui.commands._arguments import cache_options_anywhere, take_cache_options
     from memtui.load import ahead
+    from memtui.model.actions import BLOCK_ROLE_NAMES
 
     rest, _ = take_cache_options(argv)
     if not rest or rest[0] in READ_OTHERWISE or rest[0].startswith("-") or any(map(_asks_for_help, rest)):
@@ -199,7 +200,8 @@ def _scan_ahead(argv: list[str]) -> None:
         return
     options = cache_options_anywhere(argv)  # before the command or after it
     root = os.path.abspath(options.get("cache_dir") or default_cache_dir())
-    ahead.start(path, unless=None if options.get("no_cache") else lambda: has_entry(root, path))
+    ahead.start(path, unless=None if options.get("no_cache") else lambda: has_entry(root, path),
+                pair_by=BLOCK_ROLE_NAMES)
 
 
 def _asks_for_help(word: str) -> bool:

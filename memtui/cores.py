@@ -19,6 +19,17 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+# From this many events the compiled pairing of allocations with their frees
+# (src/memtui_native/lifetimes.c) splits the addresses between threads, one per core; below
+# it the threads' passes cost more than they save.
+THREADED_PAIRING_FROM = 1 << 20
+
+
+def pairing_threads(events: int) -> int:
+    """Threads the compiled pairing uses for a trace of ``events`` events."""
+    return usable_cores() if events >= THREADED_PAIRING_FROM else 1
+
+
 # How much lower than the thread that draws the explorer's screen the work it does after its
 # first screen runs: 10 steps, a tenth of the CPU share when both want a core.
 AFTER_THE_ANSWER_NICE = 10

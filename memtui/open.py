@@ -28,10 +28,12 @@ from memtui.load.shape import check_start
 from memtui.load.source import ProgressFn, SourceInfo, inspect_source
 from memtui.load.stream import StreamFallback, stream_snapshot
 from memtui.model import Snapshot, build_model
+from memtui.model.actions import ActionTable
 from memtui.model.columns import narrow_type, narrowest
 from memtui.model.frames import NO_STACK, StackToken
+from memtui.model.lifetimes import paired_elsewhere
 from memtui.model.slices import on_cores, slice_bounds
-from memtui.model.snapshot import assemble_model, device_count
+from memtui.model.snapshot import PairedLives, assemble_model, device_count
 from memtui.model.trace import NARROW_COLUMNS, ModelTables, TraceBuilder, TraceColumns
 
 __all__ = ["ModelStore", "open_fast", "open_plain", "open_snapshot", "open_streaming"]
@@ -161,7 +163,9 @@ def _model_from_scan(scanned: Scanned, path: str | os.PathLike) -> Snapshot:
     tables so every id is the one the streaming decoder would give."""
     raw = normalize(scanned.raw, os.path.basename(os.fspath(path)))
     tables = ModelTables.new()
-    codes = np.asarray([tables.actions.code(name) for name in scanned.actions] or [0], np.int16)
+    code_of = [tables.actions.code(name) for name in scanned.actions]
+    codes = np.asarray(code_of or [0], np.int16)
+    paired = _paired_on_the_scan_s_thread(scanned, code_of, tables.actions)
     # The scanner's stacks, in the order first seen, through the model's interning: its ids
     # are the model's, or fewer where the model takes two of the scanner's frames for one.
     frames = [{"filename": f, "line": line, "name": n, **dict(extras)} for f, line, n, extras in scanned.frames]
@@ -198,7 +202,29 @@ def _model_from_scan(scanned: Scanned, path: str | os.PathLike) -> Snapshot:
                 raise FastFallback(f"the model has a trace column the scanner does not fill ({f.name})")
         columns.append(TraceColumns(**values))
         del trace, c, values
-    return assemble_model(raw, columns, tables, os.fspath(path), os.path.getsize(path))
+    return assemble_model(raw, columns, tables, os.fspath(path), os.path.getsize(path), paired)
+
+
+def _paired_on_the_scan_s_thread(scanned: Scanned, code_of: list[int],
+                                 actions: ActionTable) -> list[PairedLives | None]:
+    """Each trace's lives as the scan's thread paired them (memtui/load/ahead.py), with the
+    model's codes of the actions it paired by; none where it paired none, or where the
+    events it took for a role are not the ones the model's codes take (one of the scanner's
+    action ids for each model code, always, as the scanner reads names: checked, not assumed)."""
+    if scanned.paired is None:
+        return []
+    roles, per_trace = scanned.paired
+    role_codes, same_events = [], True
+    for names in roles:
+        codes = tuple(code for code in (actions.lookup(name) for name in names) if code is not None)
+        took = {i for i, name in enumerate(scanned.actions) if name in names}
+        same_events = same_events and took == {i for i, code in enumerate(code_of) if code in codes}
+        role_codes.append(codes)
+    if not same_events or len(role_codes) != 3:
+        return []
+    start, request, end = role_codes
+    return [None if native is None else PairedLives(start, request, end, paired_elsewhere(native, trace.rows))
+            for native, trace in zip(per_trace, scanned.traces)]
 
 
 def _model_columns(scanned: dict[str, np.ndarray], luts: dict[str, np.ndarray],

@@ -12,6 +12,12 @@ when the scan started) and only from a scan that finished; whatever else happene
 scanner hands over, a change to the file, an error, a scan never asked for) leaves the open
 to scan by itself, so every answer and every error is the one the open alone gives.
 
+When the caller names the actions that start, request the end of and end an allocation,
+the scan's thread also pairs each trace's allocations with their frees once the scan is done
+(the compiled pairing the model uses, src/memtui_native/lifetimes.c): on a few cores the scan
+ends before the imports do, and a core would otherwise wait for them. The model takes these
+lives only where it would pair by the same actions (memtui/open.py).
+
 Nothing here imports numpy (a test watches it): the command line calls :func:`start` before
 anything heavy is imported.
 """
@@ -22,7 +28,7 @@ import os
 import threading
 from collections.abc import Callable
 
-from memtui.cores import usable_cores
+from memtui.cores import pairing_threads, usable_cores
 from memtui.load.changes import FileState, state_of
 from memtui.load.regular_file import open_regular_file
 
@@ -70,6 +76,30 @@ def _read_by_workers(size: int) -> bool:
     return size >= 2 * min_range
 
 
+# The roles of the actions in a pairing: the names that start, request the end of, and end a life.
+Roles = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+# The scanner's integer columns as memoryview formats, by the width in bytes it gives for each.
+_FORMATS = {1: "b", 2: "h", 4: "i", 8: "q"}
+
+
+def pair_scanned(result: dict, roles: Roles) -> list[tuple | None]:
+    """Each trace of the scanner's ``result`` paired by ``roles`` (the compiled pairing's
+    own result, for memtui.model.lifetimes.from_native_pairing), or None for a trace whose
+    addresses the scanner kept narrower than 64 bits (the pairing takes int64 addresses: the
+    model widens them first, and pairs such a trace itself)."""
+    ids = {name: i for i, name in enumerate(result["actions"])}
+    codes = [tuple(ids[name] for name in names if name in ids) for names in roles]
+    paired: list[tuple | None] = []
+    for trace in result["traces"]:
+        if trace["addr"][1] != 8:
+            paired.append(None)
+            continue
+        action, addr, size = (memoryview(trace[name][0]).cast(_FORMATS[trace[name][1]])
+                              for name in ("action", "addr", "size"))
+        paired.append(_native.lifetimes(action, addr, size, *codes, pairing_threads(trace["rows"])))
+    return paired
+
+
 class _Stopped(Exception):
     """Raised into the scanner by its progress callback: the scan is no longer wanted."""
 
@@ -77,8 +107,8 @@ class _Stopped(Exception):
 class _Scan:
     """One scan on a thread of its own; ``result`` is the scanner's, or None when it failed."""
 
-    def __init__(self, path: str, state: FileState, changed_ns: int, threads: int) -> None:
-        self.path, self.state, self.size, self.threads = path, state, state[2], threads
+    def __init__(self, path: str, state: FileState, changed_ns: int, threads: int, roles: Roles | None) -> None:
+        self.path, self.state, self.size, self.threads, self.roles = path, state, state[2], threads, roles
         self.changed_ns = changed_ns  # st_ctime_ns: a rewrite that set the modification time back changes it
         self.done_bytes = 0
         self.result: dict | None = None
@@ -109,6 +139,9 @@ class _Scan:
                 scanner.scan_file(fh.fileno(), self.size, self.threads, self._progress)
             result = scanner.finish(self.size)
             result["parallel"] = scanner.parallel
+            del scanner  # its tables go before the pairing allocates
+            if self.roles is not None and not self._stop:
+                self._pair(result, self.roles)
             if not self._stop:
                 self.result = result
         except Exception:  # noqa: BLE001 - the open scans again and says what is wrong
@@ -117,14 +150,23 @@ class _Scan:
             self.finished.set()
 
 
+    @staticmethod
+    def _pair(result: dict, roles: Roles) -> None:
+        try:
+            result["paired"] = (roles, pair_scanned(result, roles))
+        except Exception:  # noqa: BLE001 - the model pairs the events itself, and says what is wrong
+            pass
+
+
 _started: _Scan | None = None
 _lock = threading.Lock()
 
 
-def start(path: str, unless: Callable[[], bool] | None = None) -> bool:
+def start(path: str, unless: Callable[[], bool] | None = None, pair_by: Roles | None = None) -> bool:
     """Start scanning ``path`` on a thread if the open that follows would scan it with the
     compiled scanner's workers: a regular file, an uncompressed pickle, large enough,
-    and ``unless`` (asked last: it may read the file) says no. True when a scan started."""
+    and ``unless`` (asked last: it may read the file) says no. True when a scan started.
+    ``pair_by``: the roles to pair each trace's events by once the scan is done."""
     global _started
     if _native is None or os.environ.get("MEMTUI_NO_NATIVE") or _started is not None:
         return False
@@ -142,7 +184,7 @@ def start(path: str, unless: Callable[[], bool] | None = None) -> bool:
         return False  # small, compressed, or not a pickle: the open reads it another way
     if unless is not None and unless():
         return False
-    scan = _Scan(os.fspath(path), state_of(st), st.st_ctime_ns, threads)  # the file opened, as it was then
+    scan = _Scan(os.fspath(path), state_of(st), st.st_ctime_ns, threads, pair_by)  # the file opened, as it was then
     scan.start()  # (a thread that cannot start raises, and no scan is kept)
     with _lock:
         _started = scan

@@ -7,10 +7,12 @@ this version has never seen gets the next free code and is kept, shown and count
 from __future__ import annotations
 
 from collections.abc import Iterable
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from memtui.model.strings import terminal_safe, text_of
+
+if TYPE_CHECKING:
+    import numpy as np
 
 ALLOC = 0
 FREE_REQUESTED = 1
@@ -40,11 +42,15 @@ KNOWN_ACTIONS = (
 
 # Block lifetimes: which actions start, request the end of, and end an allocation.
 BLOCK_START = (ALLOC,)
+BLOCK_REQUEST = (FREE_REQUESTED,)
 BLOCK_END = (FREE_COMPLETED, FREE)
 BLOCK_ACTIONS = (ALLOC, FREE_REQUESTED, FREE_COMPLETED, FREE)
 SEGMENT_START = (SEGMENT_ALLOC, SEGMENT_MAP)
 SEGMENT_END = (SEGMENT_FREE, SEGMENT_UNMAP)
 SEGMENT_ACTIONS = SEGMENT_START + SEGMENT_END
+
+# The same, by name: what the scan's thread pairs by before the model exists (memtui/load/ahead.py).
+BLOCK_ROLE_NAMES = tuple(tuple(KNOWN_ACTIONS[c] for c in codes) for codes in (BLOCK_START, BLOCK_REQUEST, BLOCK_END))
 
 # Codes are int16; a file with more distinct action names than any allocator has is
 # broken or hostile, and the names past this many share one code.
@@ -56,6 +62,8 @@ def one_of(action: np.ndarray, codes: Iterable[int]) -> np.ndarray:
     """Mask of the events whose code is among ``codes``: a comparison per code, where
     np.isin converts or sorts the whole column first (twice the time on a 10M-event trace's
     codes, and the time of a sort on codes that vary)."""
+    import numpy as np  # here: the command line reads the names above before numpy is imported
+
     mask = np.zeros(action.shape, bool)
     for code in codes:
         mask |= action == code

@@ -33,9 +33,6 @@ _native: Any = _compiled  # the compiled module has no type stubs
 NONE = -1
 # The compiled pairing is used when it is there (tests and MEMTUI_NO_NATIVE=1 turn it off).
 use_native = _native is not None and not os.environ.get("MEMTUI_NO_NATIVE")
-# From this many events the compiled pairing splits the addresses between threads, one per
-# core (tests lower it so small files take the threaded path too).
-THREADS_FROM = 1 << 20
 # From this many events, lives said to be few (compute_lifetimes's ``few``) are paired on
 # their own events when these are at most SPARSE_SHARE of the trace (tests lower it too).
 SPARSE_FROM = 1 << 16
@@ -102,7 +99,7 @@ def compute_lifetimes(
     threads: int = 1,
     few: bool = False,
 ) -> Lifetimes:
-    """``threads``: how many the compiled pairing may use on a long trace. ``few``: the
+    """``threads``: how many the compiled pairing uses (memtui.cores.pairing_threads). ``few``: the
     caller expects these events to be a small part of the trace (the segments' among the
     blocks'); where they are, only they are paired (the answer is the same)."""
     if few and len(action) >= SPARSE_FROM:
@@ -111,7 +108,6 @@ def compute_lifetimes(
         if len(taking_part) <= len(action) * SPARSE_SHARE:
             return _lifetimes_of_some(taking_part, action, addr, size, start_codes, request_codes, end_codes)
     if use_native and addr.dtype == np.int64 and len(action) < 2**31 - 1:
-        threads = threads if len(action) >= THREADS_FROM else 1
         lives = _native_lifetimes(action, addr, size, start_codes, request_codes, end_codes, threads)
     else:
         lives = numpy_lifetimes(action, addr, size, start_codes, request_codes, end_codes)
@@ -159,9 +155,21 @@ def _narrow(lives: Lifetimes, n: int) -> Lifetimes:
 
 def _native_lifetimes(action: np.ndarray, addr: np.ndarray, size: np.ndarray, start_codes: tuple[int, ...],
                       request_codes: tuple[int, ...], end_codes: tuple[int, ...], threads: int = 1) -> Lifetimes:
-    *parts, version_width, life_width = _native.lifetimes(
+    return from_native_pairing(_native.lifetimes(
         np.ascontiguousarray(action), np.ascontiguousarray(addr), np.ascontiguousarray(size), tuple(start_codes),
-        tuple(request_codes), tuple(end_codes), threads)
+        tuple(request_codes), tuple(end_codes), threads))
+
+
+def paired_elsewhere(paired: tuple[Any, ...], events: int) -> Lifetimes:
+    """compute_lifetimes's answer from a compiled pairing made before the model (on the
+    scan's thread, memtui/load/ahead.py) over the same ``events`` events."""
+    return _narrow(from_native_pairing(paired), events)
+
+
+def from_native_pairing(paired: tuple[Any, ...]) -> Lifetimes:
+    """The lives from what the compiled pairing returns (``_native.lifetimes``), made
+    elsewhere too: on the scan's thread, before numpy was imported (memtui/load/ahead.py)."""
+    *parts, version_width, life_width = paired
     # The per-event columns come narrowed (their widths given), as _narrow would make them.
     by_width = {1: np.int8, 2: np.int16, 4: np.int32}
     dtypes = (np.int64, np.int32, np.int32, np.int32, np.int32, np.int64, by_width[version_width],

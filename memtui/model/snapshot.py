@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -11,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from memtui.cores import usable_cores
+from memtui.cores import pairing_threads, usable_cores
 from memtui.errors import SnapshotError, UsageError
 from memtui.model import actions as act
 from memtui.model import trace_figures
@@ -445,11 +446,13 @@ def device_count(raw: dict[str, Any]) -> int:
 
 
 def assemble_model(raw: dict[str, Any], columns: list[TraceColumns], tables: ModelTables, source_path: str = "",
-                   source_size: int = 0) -> Snapshot:
+                   source_size: int = 0, paired: Sequence[PairedLives | None] = ()) -> Snapshot:
     """The model from every device's trace columns and the rest of the snapshot dict.
 
     Shared by the plain loader and the streaming decoder, which builds ``columns`` (with
-    ``tables``) while it reads and hands over ``raw`` without its traces.
+    ``tables``) while it reads and hands over ``raw`` without its traces. ``paired``: per
+    device, its allocations' lives if they were paired already; taken where this model
+    would pair by the same actions.
     """
     strings, stacks, actions, warnings = tables.strings, tables.stacks, tables.actions, tables.warnings
     n_devices = len(columns)
@@ -464,7 +467,8 @@ def assemble_model(raw: dict[str, Any], columns: list[TraceColumns], tables: Mod
     # this thread reads the annotations: on a 10M-event trace the pairing is the longest step
     # after decoding, and the block and segment lives do not depend on each other.
     with ThreadPoolExecutor(max_workers=max(1, min(2 * n_devices, usable_cores()))) as pool:
-        pending = [_start_lifetimes(pool, columns[d], tables_per_device[d][1]) for d in range(n_devices)]
+        pending = [_start_lifetimes(pool, columns[d], tables_per_device[d][1], paired[d] if d < len(paired) else None)
+                   for d in range(n_devices)]
         annotations = [
             Annotation(_as_device(a.get("device", 0)), _shown(a.get("stage", "")), _shown(a.get("name", "")),
                        _as_time(a.get("time_us")))
@@ -499,19 +503,32 @@ def assemble_model(raw: dict[str, Any], columns: list[TraceColumns], tables: Mod
     )
 
 
-def _start_lifetimes(pool: ThreadPoolExecutor, trace: TraceColumns,
-                     blocks: BlockTable) -> tuple[Future[Lifetimes], Future[Lifetimes]]:
+@dataclass(frozen=True)
+class PairedLives:
+    """A trace's allocations paired with their frees before its model was built, and the
+    action codes that started, requested the end of and ended a life in that pairing."""
+
+    start: tuple[int, ...]
+    request: tuple[int, ...]
+    end: tuple[int, ...]
+    lives: Lifetimes
+
+
+def _start_lifetimes(pool: ThreadPoolExecutor, trace: TraceColumns, blocks: BlockTable,
+                     paired: PairedLives | None) -> tuple[Future[Lifetimes], Future[Lifetimes]]:
     """The allocations' and the segments' lifetimes of one trace, computed on ``pool``."""
-    lives = pool.submit(_block_lifetimes, trace, blocks)
+    lives = pool.submit(_block_lifetimes, trace, blocks, paired)
     segment_lives = pool.submit(compute_lifetimes, trace.action, trace.addr, trace.size, act.SEGMENT_START, (),
                                 act.SEGMENT_END, few=True)
     return lives, segment_lives
 
 
-def _block_lifetimes(trace: TraceColumns, blocks: BlockTable) -> Lifetimes:
+def _block_lifetimes(trace: TraceColumns, blocks: BlockTable, paired: PairedLives | None) -> Lifetimes:
     request_codes, end_codes = block_end_codes(trace.action, blocks)
+    if paired is not None and (paired.start, paired.request, paired.end) == (act.BLOCK_START, request_codes, end_codes):
+        return paired.lives  # the same pairing, made while the command's modules were imported
     return compute_lifetimes(trace.action, trace.addr, trace.size, act.BLOCK_START, request_codes, end_codes,
-                             threads=usable_cores())
+                             threads=pairing_threads(len(trace.action)))
 
 
 def _attach_source_rows(dev: DeviceModel, raw: dict[str, Any]) -> None:
@@ -552,7 +569,7 @@ def block_end_codes(action: np.ndarray, blocks: BlockTable) -> tuple[tuple[int, 
         pending = int(np.count_nonzero(blocks.state == PENDING_FREE))
         if requests > pending:
             return (), (act.FREE_REQUESTED,)
-    return (act.FREE_REQUESTED,), act.BLOCK_END
+    return act.BLOCK_REQUEST, act.BLOCK_END
 
 
 def _link_blocks(blocks: BlockTable, lives: Lifetimes) -> tuple[np.ndarray, np.ndarray]:

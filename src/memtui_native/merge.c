@@ -507,7 +507,11 @@ static int merge_worker(Scanner *s, Worker *w, int threads, int *discard)
                 pieces[n_pieces++] = (MergePiece){
                     .is_memo = 0, .copy = copy_part(&copies[k], copies[k].n * p / parts, copies[k].n * (p + 1) / parts)};
         }
+        /* The copies touch no Python object: the GIL is let go meanwhile, so that the
+         * command's imports, which the scan runs beside (memtui/load/ahead.py), go on. */
+        Py_BEGIN_ALLOW_THREADS
         run_pool(run_piece, pieces, sizeof(MergePiece), n_pieces, threads);
+        Py_END_ALLOW_THREADS
     }
     free(luts[0]);
     free(luts[1]);

@@ -23,6 +23,8 @@ from memtui.cache.store import ModelCache
 from memtui.errors import SnapshotError
 from memtui.load import ahead, fast
 from memtui.load.changes import file_state
+from memtui.model import Snapshot
+from memtui.model import actions as act
 from memtui.open import open_snapshot
 from tests.fixtures.model_equality import assert_same_model
 
@@ -73,6 +75,60 @@ def test_the_open_takes_the_scan_started_ahead(snapshot, scans_here):
     assert_same_model(got, want)
     open_snapshot(snapshot)  # a second open scans by itself: the scan ahead is taken once
     assert len(scans_here) == 2
+
+
+@pytest.fixture
+def block_pairings(monkeypatch) -> list[tuple]:
+    """The start codes of each pairing the model made itself (the blocks' are BLOCK_START)."""
+    from memtui.model import snapshot as model_snapshot
+
+    calls: list[tuple] = []
+    real = model_snapshot.compute_lifetimes
+
+    def counted(action, addr, size, start, *rest, **options):
+        calls.append(start)
+        return real(action, addr, size, start, *rest, **options)
+    monkeypatch.setattr(model_snapshot, "compute_lifetimes", counted)
+    return calls
+
+
+def _block_pairings_of_an_open(path, block_pairings) -> tuple[Snapshot, int]:
+    before = block_pairings.count(act.BLOCK_START)
+    snapshot = open_snapshot(path)
+    return snapshot, block_pairings.count(act.BLOCK_START) - before
+
+
+# The sample's second device has a trace of no events, whose addresses the scanner keeps in
+# one byte: the model pairs that one itself.
+def test_the_model_takes_the_lives_paired_on_the_scan_s_thread(snapshot, block_pairings):
+    want, alone = _block_pairings_of_an_open(snapshot, block_pairings)
+    assert alone == len(want.devices) == 2
+    assert ahead.start(str(snapshot), pair_by=act.BLOCK_ROLE_NAMES)
+    got, after_ahead = _block_pairings_of_an_open(snapshot, block_pairings)
+    assert after_ahead == 1  # the first device's lives were not paired again
+    assert_same_model(got, want)
+
+
+def test_lives_paired_by_other_actions_than_the_model_s_are_not_taken(snapshot, block_pairings):
+    """As for a recording without completions, whose frees' requests end the lives."""
+    want, alone = _block_pairings_of_an_open(snapshot, block_pairings)
+    start, _, end = act.BLOCK_ROLE_NAMES
+    assert ahead.start(str(snapshot), pair_by=(start, (), end))
+    got, after_ahead = _block_pairings_of_an_open(snapshot, block_pairings)
+    assert after_ahead == alone
+    assert_same_model(got, want)
+
+
+def test_a_pairing_that_fails_on_the_scan_s_thread_leaves_the_scan(snapshot, scans_here, block_pairings, monkeypatch):
+    def fails(result, roles):
+        raise MemoryError
+    monkeypatch.setattr(ahead, "pair_scanned", fails)
+    want, alone = _block_pairings_of_an_open(snapshot, block_pairings)
+    assert ahead.start(str(snapshot), pair_by=act.BLOCK_ROLE_NAMES)
+    got, after_ahead = _block_pairings_of_an_open(snapshot, block_pairings)
+    assert scans_here == [str(snapshot)]  # the scan ahead was taken, and the model paired by itself
+    assert after_ahead == alone
+    assert_same_model(got, want)
 
 
 def test_a_file_changed_after_the_scan_started_is_scanned_again(snapshot, scans_here):
@@ -183,7 +239,8 @@ def test_a_file_is_scanned_ahead_only_if_the_scanner_reads_it_with_workers(monke
 @pytest.fixture
 def started(monkeypatch) -> list[str]:
     calls: list[str] = []
-    def start(path, unless=None):
+    def start(path, unless=None, pair_by=None):
+        assert pair_by == act.BLOCK_ROLE_NAMES  # the scan's thread pairs as the model would
         if unless is None or not unless():
             calls.append(path)
         return False
@@ -236,7 +293,7 @@ def test_the_cache_names_an_entry_by_the_file_then_the_schema(snapshot, tmp_path
 
 
 def test_the_early_modules_import_no_numpy():
-    code = ("import sys; import memtui.cli, memtui.load.ahead, memtui.cache.names; "
+    code = ("import sys; import memtui.cli, memtui.load.ahead, memtui.cache.names, memtui.model.actions; "
             "sys.exit('numpy' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=60).returncode == 0
 
@@ -248,7 +305,7 @@ LATER = ["memtui.load.source", "memtui.load.limits", "memtui.load.read", "memtui
 
 
 def test_the_scan_starts_before_the_readers_and_the_cache_are_imported():
-    code = ("import sys, json; import memtui.cli, memtui.load.ahead, memtui.cache.names; "
+    code = ("import sys, json; import memtui.cli, memtui.load.ahead, memtui.cache.names, memtui.model.actions; "
             f"print(json.dumps([m for m in {LATER!r} if m in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=60, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr

@@ -82,6 +82,9 @@ class Scanned:
     stack_flat: np.ndarray
     stack_offsets: np.ndarray
     parallel: dict  # ranges read by workers: planned, merged, read in order instead
+    # The scan's thread's pairing (memtui/load/ahead.py): the roles by name, and each trace's
+    # compiled pairing or None; None when nothing was paired there.
+    paired: tuple | None = None
 
 
 def scan_snapshot(path: str | os.PathLike, progress: ProgressFn | None = None) -> Scanned:
@@ -196,4 +199,5 @@ def _scanned(result: dict) -> Scanned:
     raw["device_traces"] = [[] for _ in traces]
     return Scanned(raw=raw, traces=traces, actions=result["actions"], frames=result["frames"],
                    stack_flat=np.frombuffer(result["stack_flat"], np.int32),
-                   stack_offsets=np.frombuffer(result["stack_offsets"], np.int64), parallel=result["parallel"])
+                   stack_offsets=np.frombuffer(result["stack_offsets"], np.int64), parallel=result["parallel"],
+                   paired=result.get("paired"))
