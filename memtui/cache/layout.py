@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from memtui.model.frames import FrameTable, StackTable
 from memtui.model.lifetimes import Lifetimes
 from memtui.model.relevance import RULES_VERSION
 from memtui.model.segments import BlockTable, SegmentTable
-from memtui.model.snapshot import FIGURES, Annotation, DeviceModel, Snapshot
+from memtui.model.snapshot import FIGURES, Annotation, DeviceModel, ExternalAnnotations, Snapshot
 from memtui.model.strings import StringTable
 from memtui.model.trace import TraceColumns
 
@@ -156,7 +157,7 @@ def put_together(arrays: dict[str, np.ndarray], meta: dict, source_path: str) ->
         actions=ActionTable(meta["actions"]),
         devices=devices,
         allocator_settings=meta["allocator_settings"],
-        annotations=[Annotation(*a) for a in meta["annotations"]],
+        annotations=ExternalAnnotations(meta["annotations"], _annotation_of_row),
         header=meta["header"],
         warnings=list(meta["warnings"]),
         traced_devices=int(meta["traced_devices"]),
@@ -197,3 +198,7 @@ def _checked_figures(dev: DeviceModel, figures: dict, oom_indices: np.ndarray) -
         raise ValueError("figures out of the trace's bounds")
     return {"_action_counts": counts, "_oom_indices": oom_indices, "time_span": span, "forward_frames": forward,
             "live_at_end": live}
+
+
+def _annotation_of_row(row: list[Any]) -> Annotation:
+    return Annotation(*row)

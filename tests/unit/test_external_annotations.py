@@ -1,0 +1,57 @@
+"""A snapshot's external annotations are made Annotation objects when first read, not at
+every open: a command that only counts them (info) never makes them."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+from memtui.cli import main
+from memtui.model import snapshot as model_snapshot
+from memtui.model.snapshot import Annotation, ExternalAnnotations
+from memtui.open import open_snapshot
+from tests.fixtures import variants
+
+
+def _counting(monkeypatch) -> list[dict]:
+    made: list[dict] = []
+    real = model_snapshot._annotation
+
+    def counted(item):
+        made.append(item)
+        return real(item)
+    monkeypatch.setattr(model_snapshot, "_annotation", counted)
+    return made
+
+
+def _annotated(tmp_path, n: int):
+    path = tmp_path / "annotated.pickle"
+    snap = variants.modern()
+    snap["external_annotations"] = [{"stage": "START" if i % 2 == 0 else "END", "name": f"step {i // 2}",
+                                     "device": 0, "time_us": 1000.0 + i} for i in range(n)]
+    path.write_bytes(pickle.dumps(snap, protocol=4))
+    return path
+
+
+def test_info_counts_the_annotations_without_making_them(tmp_path, capsys, monkeypatch):
+    made = _counting(monkeypatch)
+    path = _annotated(tmp_path, 40)
+    assert main(["info", "--json", "--no-cache", str(path)]) == 0
+    assert json.loads(capsys.readouterr().out)["annotations"] == 40
+    assert made == []
+
+
+def test_the_annotations_are_made_once_when_first_read(tmp_path, monkeypatch):
+    made = _counting(monkeypatch)
+    notes = open_snapshot(_annotated(tmp_path, 6), cache=None).annotations
+    assert len(notes) == 6 and made == []
+    assert notes[1] == Annotation(0, "END", "step 0", 1001.0)
+    assert [a.name for a in notes][-2:] == ["step 2", "step 2"] and notes[-1:] == [notes[5]]
+    assert len(made) == 6  # each made once, however often read
+
+
+def test_they_equal_the_list_they_stand_for():
+    rows = [[0, "START", "a", 1.0], [1, "END", "a", 2.0]]
+    notes = ExternalAnnotations(rows, lambda row: Annotation(*row))
+    assert notes == [Annotation(*row) for row in rows] and list(reversed(notes))[0].device == 1
+    assert notes != [Annotation(*rows[0])]
