@@ -307,18 +307,25 @@ int own_set(Scanner *s, int64_t j, uint32_t slot);  /* parallel.c */
 int guess_base(Scanner *s, int64_t index);
 
 /* Add the next memo slot; the common case inline. */
+/* Where a worker's own slot ``index`` lies in the memo in the common case: the worker knows
+ * where its slots go, and the chunk there is its own already. NULL otherwise (own_set and
+ * memo_set do the rest). */
+static inline uint32_t *worker_place(Scanner *s, int64_t index)
+{
+    int64_t i = s->guess + index;
+    if (s->guess < 0 || i >= ((int64_t)1 << 32) || !((const uint8_t *)s->memo_own.data)[i >> MEMO_CHUNK_BITS])
+        return NULL;
+    return &s->memo[i >> MEMO_CHUNK_BITS][i & (MEMO_CHUNK - 1)];
+}
+
 static inline int memo_append(Scanner *s, const uint8_t *at, uint32_t slot)
 {
     if (s->worker) {
-        /* the common case once the worker knows where its slots go, in a chunk of its own
-         * already (own_set does the rest) */
-        int64_t i = s->guess + s->own_count;
-        if (s->guess >= 0 && i < ((int64_t)1 << 32) && ((const uint8_t *)s->memo_own.data)[i >> MEMO_CHUNK_BITS]) {
-            s->memo[i >> MEMO_CHUNK_BITS][i & (MEMO_CHUNK - 1)] = slot;
-            s->own_count++;
-            return ST_OK;
-        }
-        return own_set(s, s->own_count, slot);
+        uint32_t *place = worker_place(s, s->own_count);
+        if (!place) return own_set(s, s->own_count, slot);
+        *place = slot;
+        s->own_count++;
+        return ST_OK;
     }
     int64_t index = s->memo_len;
     if ((index & (MEMO_CHUNK - 1)) && index < ((int64_t)1 << 32)) {
@@ -348,14 +355,11 @@ static inline int opt_memoize(Scanner *s, Cur *c, uint32_t slot, int64_t *index)
  * without the checks that a slot already filled needs. */
 static inline int memo_fill(Scanner *s, const uint8_t *at, int64_t index, uint32_t slot)
 {
-    int64_t i = s->worker ? s->guess + index : index;
-    if (!s->worker || (s->guess >= 0 && ((const uint8_t *)s->memo_own.data)[i >> MEMO_CHUNK_BITS])) {
-        uint32_t *place = &s->memo[i >> MEMO_CHUNK_BITS][i & (MEMO_CHUNK - 1)];
-        if (names_a_string(*place)) s->memo_epoch++;  /* a file that wrote a string there meanwhile */
-        *place = slot;
-        return ST_OK;
-    }
-    return memo_set(s, at, index, slot);
+    uint32_t *place = s->worker ? worker_place(s, index) : &s->memo[index >> MEMO_CHUNK_BITS][index & (MEMO_CHUNK - 1)];
+    if (!place) return memo_set(s, at, index, slot);
+    if (names_a_string(*place)) s->memo_epoch++;  /* a file that wrote a string there meanwhile */
+    *place = slot;
+    return ST_OK;
 }
 
 #endif
