@@ -1,5 +1,9 @@
 """The one way to open a snapshot: file → :mod:`memtui.load` → :mod:`memtui.model`.
 
+The readers a file may need besides the compiled scanner (the shape check, the streaming
+decoder, the plain path) are imported when one is needed: on the fast path they were 7 ms of
+every command's imports.
+
 The model cache is an argument, never a process-wide setting: the command line decides
 it once from ``--cache-dir``/``--no-cache`` and hands it down; a library caller or a test
 passes its own, or none. The model itself imports nothing from the loader: it is built
@@ -23,10 +27,7 @@ from memtui.load import ahead
 from memtui.load.fast import FastFallback, Scanned, scan_snapshot
 from memtui.load.fast import available as fast_available
 from memtui.load.normalize import normalize
-from memtui.load.read import read_snapshot
-from memtui.load.shape import check_start
 from memtui.load.source import ProgressFn, SourceInfo, inspect_source
-from memtui.load.stream import StreamFallback, stream_snapshot
 from memtui.model import Snapshot, build_model
 from memtui.model.actions import ActionTable
 from memtui.model.columns import narrow_type, narrowest
@@ -77,6 +78,8 @@ def open_snapshot(
     # scanner hands the file over, and runs only then, before the decoders that would build it.
     scanner_first = streaming and info.compression is None and fast_available()
     if not scanner_first:
+        from memtui.load.shape import check_start
+
         ahead.discard()  # a scan the command line started is not this open's (its guess was wrong)
         check_start(info)
     snapshot = _open_decoded(path, progress, info, checked=not scanner_first) if streaming else None
@@ -89,6 +92,8 @@ def open_snapshot(
 
 def open_plain(path: str | os.PathLike, progress: ProgressFn | None = None) -> Snapshot:
     """The reference path: ``pickle.load`` (restricted), then the model."""
+    from memtui.load.read import read_snapshot
+
     with _gc_paused():
         raw = read_snapshot(path, progress)
         if progress is not None:
@@ -114,6 +119,8 @@ def _open_decoded(path: str | os.PathLike, progress: ProgressFn | None, info: So
     if snapshot is not None:
         return snapshot
     if not checked:
+        from memtui.load.shape import check_start
+
         check_start(info)
     if why is not None and why.refused:  # it names code: the plain path refuses it by name
         return None
@@ -279,6 +286,8 @@ def _model_columns(scanned: dict[str, np.ndarray], luts: dict[str, np.ndarray],
 
 def open_streaming(path: str | os.PathLike, progress: ProgressFn | None = None) -> Snapshot | None:
     """The streaming decoder's model, or None when the file needs the plain path."""
+    from memtui.load.stream import StreamFallback, stream_snapshot
+
     tables = ModelTables.new()
 
     def make_consumer(ordinal: int) -> TraceBuilder:

@@ -17,6 +17,7 @@ import sys
 
 import pytest
 
+import memtui.load.stream
 from memtui.errors import SnapshotError
 from memtui.load.read import read_snapshot
 from memtui.open import open_snapshot
@@ -163,7 +164,7 @@ def test_a_compressed_bomb_is_refused_before_any_decoder_reads(bombs, tmp_path, 
         raise AssertionError("a decoder read a file the shape check refuses")
 
     monkeypatch.setattr(opening, "scan_snapshot", never)
-    monkeypatch.setattr(opening, "stream_snapshot", never)
+    monkeypatch.setattr(memtui.load.stream, "stream_snapshot", never)
     with pytest.raises(SnapshotError, match=expected.replace("(", r"\(").replace(")", r"\)")):
         open_snapshot(bomb, cache=None)
 
@@ -235,7 +236,7 @@ def test_an_uncompressed_bomb_is_handed_over_by_the_scanner_at_its_start(bombs, 
         raise AssertionError("a decoder read a file the shape check refuses")
 
     monkeypatch.setattr(opening, "scan_snapshot", scan_watched)
-    monkeypatch.setattr(opening, "stream_snapshot", never)
+    monkeypatch.setattr(memtui.load.stream, "stream_snapshot", never)
     with pytest.raises(SnapshotError) as refused:
         open_snapshot(bomb, cache=None)
     assert str(refused.value) == str(by_the_check.value)
