@@ -72,11 +72,12 @@ def open_snapshot(
             return found
     info = inspect_source(path)
     # A file that is no snapshot is refused before anything big is built. The compiled
-    # scanner over an uncompressed file builds nothing before it has seen what the shape
-    # check looks for (it hands over a file whose top is not a dict, a frame longer than
-    # picklers write, an entry repeated by reference): for it the check waits until the
-    # scanner hands the file over, and runs only then, before the decoders that would build it.
-    scanner_first = streaming and info.compression is None and fast_available()
+    # scanner builds nothing before it has seen what the shape check looks for (it hands over
+    # a file whose top is not a dict, a frame longer than picklers write, an entry repeated
+    # by reference), and reads a compressed file through the same bound on inflation as
+    # every reader: the check waits until the scanner hands the file over, and runs only
+    # then, before the decoders that would build it.
+    scanner_first = streaming and fast_available()
     if not scanner_first:
         from memtui.load.shape import check_start
 

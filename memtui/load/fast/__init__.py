@@ -95,7 +95,11 @@ def scan_snapshot(path: str | os.PathLike, progress: ProgressFn | None = None) -
     before = file_state(info.path)
     relay = ProgressRelay(progress) if progress is not None else None
     # A scan of this very file the command line started before the imports (ahead.py), else one here.
-    result = ahead.take(info.path, before, relay) if info.compression is None else None
+    if info.compression is None:
+        result = ahead.take(info.path, before, relay)
+    else:
+        ahead.discard()  # it scans only uncompressed files: one it started was another file's
+        result = None
     if result is None:
         result = _scan_here(info, relay)
     check_unchanged(info.path, before, os.path.basename(info.path))
