@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import operator
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,11 @@ _DEVICE_PARTS = {
 _FRAME_ARRAYS = ("filename", "line", "name", "native", "user", "internal", "generated", "forward", "original",
                  "extra_offsets", "extra_key", "extra_value")
 _STACK_ARRAYS = ("flat", "offsets", "label")
+
+
+# An annotation's fields as a tuple, in their order: dataclasses.astuple copies each value
+# deeply, 77 ms for the 16,000 annotations of a 1M-event file, in every first open's write.
+_ANNOTATION_ROW = operator.attrgetter(*(f.name for f in dataclasses.fields(Annotation)))
 
 
 def schema_signature() -> str:
@@ -89,7 +95,7 @@ def take_apart(snapshot: Snapshot) -> tuple[dict[str, np.ndarray], dict]:
         "actions": list(snapshot.actions.names),
         "devices": devices,
         "allocator_settings": snapshot.allocator_settings,
-        "annotations": [dataclasses.astuple(a) for a in snapshot.annotations],
+        "annotations": [_ANNOTATION_ROW(a) for a in snapshot.annotations],
         "header": snapshot.header,
         "warnings": list(snapshot.warnings),
         "source_size": snapshot.source_size,
