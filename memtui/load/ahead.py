@@ -78,6 +78,9 @@ def _read_by_workers(size: int) -> bool:
 
 # The roles of the actions in a pairing: the names that start, request the end of, and end a life.
 Roles = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+# The compiled pairing takes action codes below this (int16); the scanner numbers a file's
+# action names without a bound, and one named after 32,767 others would be paired as no action.
+PAIRED_CODES = 1 << 15
 # The scanner's integer columns as memoryview formats, by the width in bytes it gives for each.
 _FORMATS = {1: "b", 2: "h", 4: "i", 8: "q"}
 
@@ -89,6 +92,8 @@ def pair_scanned(result: dict, roles: Roles) -> list[tuple | None]:
     model widens them first, and pairs such a trace itself)."""
     ids = {name: i for i, name in enumerate(result["actions"])}
     codes = [tuple(ids[name] for name in names if name in ids) for names in roles]
+    if any(code >= PAIRED_CODES for role in codes for code in role):
+        return [None] * len(result["traces"])  # the model's own codes always fit: it pairs by them
     paired: list[tuple | None] = []
     for trace in result["traces"]:
         if trace["addr"][1] != 8:

@@ -26,6 +26,7 @@ from memtui.load.changes import file_state
 from memtui.model import Snapshot
 from memtui.model import actions as act
 from memtui.open import open_snapshot
+from tests.fixtures import variants
 from tests.fixtures.model_equality import assert_same_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,6 +117,21 @@ def test_lives_paired_by_other_actions_than_the_model_s_are_not_taken(snapshot, 
     assert ahead.start(str(snapshot), pair_by=(start, (), end))
     got, after_ahead = _block_pairings_of_an_open(snapshot, block_pairings)
     assert after_ahead == alone
+    assert_same_model(got, want)
+
+
+def test_a_role_named_after_more_actions_than_the_pairing_takes_is_left_to_the_model(tmp_path, block_pairings):
+    """The scanner numbers action names without a bound; the compiled pairing takes codes
+    below 32,768 and took a role's code past that as no action: the file's lives were lost."""
+    snap = variants.modern()
+    junk = [variants._entry(f"x{i}", 0x7E0000000000 + 4096 * i, 512, 900) for i in range(ahead.PAIRED_CODES)]
+    snap["device_traces"][0] = junk + snap["device_traces"][0]
+    path = tmp_path / "many_actions.pickle"
+    path.write_bytes(pickle.dumps(snap, protocol=4))
+    want, alone = _block_pairings_of_an_open(path, block_pairings)
+    assert ahead.start(str(path), pair_by=act.BLOCK_ROLE_NAMES)
+    got, after_ahead = _block_pairings_of_an_open(path, block_pairings)
+    assert after_ahead == alone and len(got.devices[0].lives) == len(want.devices[0].lives) > 0
     assert_same_model(got, want)
 
 
