@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -57,13 +58,18 @@ class ExternalAnnotations(Sequence[Annotation]):
         self._make = make
         self._len = len(items)
         self._made: list[Annotation] | None = None
+        # Two threads may read them first at once (the cache's writer and the explorer's
+        # worker): one makes them, the other waits for its list.
+        self._making = threading.Lock()
 
     def _all(self) -> list[Annotation]:
         made = self._made
         if made is None:
-            items = self._items or []
-            made = self._made = [self._make(item) for item in items]
-            self._items = None  # (two threads that both made them made the same list)
+            with self._making:
+                made = self._made
+                if made is None:
+                    made = [self._make(item) for item in self._items or []]
+                    self._made, self._items = made, None
         return made
 
     def __len__(self) -> int:

@@ -55,3 +55,45 @@ def test_they_equal_the_list_they_stand_for():
     notes = ExternalAnnotations(rows, lambda row: Annotation(*row))
     assert notes == [Annotation(*row) for row in rows] and list(reversed(notes))[0].device == 1
     assert notes != [Annotation(*rows[0])]
+
+
+def test_two_threads_reading_them_first_at_once_both_get_them_all():
+    """One thread finishes making them while another, which found none made, is between its
+    look and its making: it got an empty list, kept for good (the cache's writer and the
+    explorer's worker may read them first at once)."""
+    import inspect
+    import sys
+    import threading
+
+    rows = [[0, "START", f"s{i}", float(i)] for i in range(100)]
+    notes = ExternalAnnotations(rows, lambda row: Annotation(*row))
+    code = ExternalAnnotations._all.__code__
+    lines, first = inspect.getsourcelines(code)
+    looked = first + next(i for i, line in enumerate(lines) if "if made is None" in line)
+    paused, other_done, seen = threading.Event(), threading.Event(), {}
+
+    def tracer(frame, event, arg):
+        if frame.f_code is not code:
+            return None
+
+        def step(frame, event, arg):
+            if event == "line" and frame.f_lineno > looked and not paused.is_set():
+                paused.set()  # found none made: the other thread makes them all now
+                other_done.wait(10)
+            return step
+        return step
+
+    def first_reader():
+        sys.settrace(tracer)
+        try:
+            seen["first"] = len(list(notes))
+        finally:
+            sys.settrace(None)
+
+    reader = threading.Thread(target=first_reader)
+    reader.start()
+    assert paused.wait(10)
+    seen["second"] = len(list(notes))
+    other_done.set()
+    reader.join(10)
+    assert seen == {"first": 100, "second": 100} and len(list(notes)) == 100
