@@ -163,7 +163,7 @@ def put_together(arrays: dict[str, np.ndarray], meta: dict, source_path: str) ->
         actions=ActionTable(meta["actions"]),
         devices=devices,
         allocator_settings=meta["allocator_settings"],
-        annotations=ExternalAnnotations(meta["annotations"], _annotation_of_row),
+        annotations=ExternalAnnotations(_annotation_rows(meta["annotations"]), _annotation_of_row),
         header=meta["header"],
         warnings=list(meta["warnings"]),
         traced_devices=int(meta["traced_devices"]),
@@ -204,6 +204,16 @@ def _checked_figures(dev: DeviceModel, figures: dict, oom_indices: np.ndarray) -
         raise ValueError("figures out of the trace's bounds")
     return {"_action_counts": counts, "_oom_indices": oom_indices, "time_span": span, "forward_frames": forward,
             "live_at_end": live}
+
+
+def _annotation_rows(rows: object) -> list[Any]:
+    """The cached annotations' rows, each of an annotation's fields; anything else fails the
+    load, as a bad row did when the rows were made Annotations at once (the entry is built
+    again): they are made only when first read, where a bad one would raise."""
+    width = len(dataclasses.fields(Annotation))
+    if not isinstance(rows, list) or not all(isinstance(row, (list, tuple)) and len(row) == width for row in rows):
+        raise ValueError("the cached annotations are not rows of an annotation's fields")
+    return rows
 
 
 def _annotation_of_row(row: list[Any]) -> Annotation:

@@ -472,3 +472,25 @@ def test_a_write_removes_the_folders_of_older_formats_only(snap, tmp_path):
     assert (newer / "entry.mtc").exists() and (linked_to / "entry.mtc").exists()
     assert (root / "summaries" / "kept.msgpack").exists()
     assert len(cache_files(cache)) == 1
+
+
+@pytest.mark.parametrize("row", [lambda a: (a.device, a.stage), lambda a: "text", lambda a: None])
+def test_a_cache_whose_annotations_are_not_rows_of_their_fields_is_rebuilt(tmp_path, monkeypatch, row):
+    """The annotations are made from their rows when first read: a bad row is refused when the
+    entry is loaded, as it was when they were made at once, not when a view first reads it."""
+    import pickle
+
+    from tests.fixtures import variants
+
+    snapshot = variants.modern()
+    snapshot["external_annotations"] = [{"stage": "START", "name": "step", "device": 0, "time_us": 1001.0}]
+    path = tmp_path / "annotated.pickle"
+    path.write_bytes(pickle.dumps(snapshot, protocol=4))
+    cache = ModelCache(str(tmp_path / "cache"))
+    monkeypatch.setattr(layout, "_ANNOTATION_ROW", row)
+    warm(path, cache)
+    monkeypatch.undo()
+    assert len(cache_files(cache)) == 1
+    assert cache.load(path) is None  # refused, and removed so the next open writes it afresh
+    assert cache_files(cache) == []
+    assert_same_model(open_snapshot(path, cache=cache), open_plain(path))
