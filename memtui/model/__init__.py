@@ -25,3 +25,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(snapshot, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -87,8 +87,8 @@ class ExternalAnnotations(Sequence[Annotation]):
     def __iter__(self) -> Iterator[Annotation]:
         return iter(self._all())
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and list(self) == list(other)
+    def __eq__(self, other: object) -> bool:  # as the list it stands for compares
+        return isinstance(other, (list, ExternalAnnotations)) and list(self) == list(other)
 
     __hash__ = None  # type: ignore[assignment]  # mutable, as the list it stands for
 

@@ -55,6 +55,7 @@ def test_they_equal_the_list_they_stand_for():
     notes = ExternalAnnotations(rows, lambda row: Annotation(*row))
     assert notes == [Annotation(*row) for row in rows] and list(reversed(notes))[0].device == 1
     assert notes != [Annotation(*rows[0])]
+    assert ExternalAnnotations([], Annotation) != "" and ExternalAnnotations([], Annotation) != ()  # as [] != ""
 
 
 def test_two_threads_reading_them_first_at_once_both_get_them_all():
