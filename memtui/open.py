@@ -173,7 +173,7 @@ def _model_from_scan(scanned: Scanned, path: str | os.PathLike) -> Snapshot:
     tables = ModelTables.new()
     code_of = [tables.actions.code(name) for name in scanned.actions]
     codes = np.asarray(code_of or [0], np.int16)
-    paired = _paired_on_the_scan_s_thread(scanned, code_of, tables.actions)
+    paired = _lives_paired_ahead(scanned, code_of, tables.actions)
     # The scanner's stacks, in the order first seen, through the model's interning: its ids
     # are the model's, or fewer where the model takes two of the scanner's frames for one.
     frames = [{"filename": f, "line": line, "name": n, **dict(extras)} for f, line, n, extras in scanned.frames]
@@ -213,12 +213,12 @@ def _model_from_scan(scanned: Scanned, path: str | os.PathLike) -> Snapshot:
     return assemble_model(raw, columns, tables, os.fspath(path), os.path.getsize(path), paired)
 
 
-def _paired_on_the_scan_s_thread(scanned: Scanned, code_of: list[int],
+def _lives_paired_ahead(scanned: Scanned, code_of: list[int],
                                  actions: ActionTable) -> list[PairedLives | None]:
-    """Each trace's lives as the scan's thread paired them (memtui/load/ahead.py), with the
-    model's codes of the actions it paired by; none where it paired none, or where the
-    events it took for a role are not the ones the model's codes take (one of the scanner's
-    action ids for each model code, always, as the scanner reads names: checked, not assumed)."""
+    """Each trace's allocation lives as the scan's thread paired them (memtui/load/ahead.py),
+    with the model's codes of the actions they were paired by; None for a trace it did not
+    pair. None at all unless, for each role, the scanner's action ids it paired by are
+    exactly those the model's codes stand for (checked, not assumed)."""
     if scanned.paired is None:
         return []
     roles, per_trace = scanned.paired
