@@ -428,14 +428,19 @@ def test_a_cache_whose_figures_are_not_the_traces_is_rebuilt(tmp_path, monkeypat
             figures[lie] = n + len(dev.lives) + len(dev.blocks) + 1
         return figures
 
-    cache = ModelCache(str(tmp_path / "cache"))
     monkeypatch.setattr(DeviceModel, "computed_figures", lying)
-    warm(snap, cache)
+    _written_then_refused_and_rebuilt(snap, ModelCache(str(tmp_path / "cache")), monkeypatch)
+
+
+def _written_then_refused_and_rebuilt(path, cache: ModelCache, monkeypatch) -> None:
+    """The entry written with what ``monkeypatch`` changed is refused as it loads, and
+    removed, so the next open writes it afresh: the model of the file as it is."""
+    warm(path, cache)
     monkeypatch.undo()
     assert len(cache_files(cache)) == 1
-    assert cache.load(snap) is None  # refused, and removed so the next open writes it afresh
+    assert cache.load(path) is None
     assert cache_files(cache) == []
-    assert_same_model(open_snapshot(snap, cache=cache), open_plain(snap))
+    assert_same_model(open_snapshot(path, cache=cache), open_plain(path))
 
 
 @pytest.mark.parametrize("figure, value", [
@@ -486,11 +491,5 @@ def test_a_cache_whose_annotations_are_not_rows_of_their_fields_is_rebuilt(tmp_p
     snapshot["external_annotations"] = [{"stage": "START", "name": "step", "device": 0, "time_us": 1001.0}]
     path = tmp_path / "annotated.pickle"
     path.write_bytes(pickle.dumps(snapshot, protocol=4))
-    cache = ModelCache(str(tmp_path / "cache"))
     monkeypatch.setattr(layout, "_ANNOTATION_ROW", row)
-    warm(path, cache)
-    monkeypatch.undo()
-    assert len(cache_files(cache)) == 1
-    assert cache.load(path) is None  # refused, and removed so the next open writes it afresh
-    assert cache_files(cache) == []
-    assert_same_model(open_snapshot(path, cache=cache), open_plain(path))
+    _written_then_refused_and_rebuilt(path, ModelCache(str(tmp_path / "cache")), monkeypatch)
