@@ -213,8 +213,7 @@ def _model_from_scan(scanned: Scanned, path: str | os.PathLike) -> Snapshot:
     return assemble_model(raw, columns, tables, os.fspath(path), os.path.getsize(path), paired)
 
 
-def _lives_paired_ahead(scanned: Scanned, code_of: list[int],
-                                 actions: ActionTable) -> list[PairedLives | None]:
+def _lives_paired_ahead(scanned: Scanned, code_of: list[int], actions: ActionTable) -> list[PairedLives | None]:
     """Each trace's allocation lives as the scan's thread paired them (memtui/load/ahead.py),
     with the model's codes of the actions they were paired by; None for a trace it did not
     pair. None at all unless, for each role, the scanner's action ids it paired by are

@@ -154,7 +154,6 @@ class _Scan:
         finally:
             self.finished.set()
 
-
     @staticmethod
     def _pair(result: dict, roles: Roles) -> None:
         try:

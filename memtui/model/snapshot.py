@@ -51,7 +51,8 @@ class ExternalAnnotations(Sequence[Annotation]):
     """The file's external annotations (spans the recording marked, ``external_annotations``),
     each made an Annotation when they are first read. A long recording has tens of thousands:
     making them cost every open 15-20 ms (16,000 at 1M events), where most commands count
-    them (info) or never read them. ``make`` never raises (the loader hands over dicts)."""
+    them (info) or never read them. ``make`` never raises (the loader hands over dicts, the
+    cache rows it checked as it loaded)."""
 
     def __init__(self, items: list[Any], make: Callable[[Any], Annotation]) -> None:
         self._items: list[Any] | None = items
