@@ -83,6 +83,12 @@ static PyMethodDef module_methods[] = {
     {"lifetimes", native_lifetimes, METH_VARARGS,
      "lifetimes(action, addr, size, start_codes, request_codes, end_codes, threads=1) -> the arrays of "
      "memtui.model.lifetimes.compute_lifetimes, as buffers"},
+    {"allocated_curve", native_allocated_curve, METH_VARARGS,
+     "allocated_curve(start, stop_first, stop_then, size, n) -> the allocated bytes after each event, as a "
+     "buffer of int64 (memtui.analysis.live.allocated_curve)"},
+    {"reserved_curve", native_reserved_curve, METH_VARARGS,
+     "reserved_curve(action, size, signs) -> the running sum of signs[action] * size, as a buffer of int64 "
+     "(memtui.analysis.live.reserved_curve)"},
     {"allocator_replay", native_allocator_replay, METH_VARARGS,
      "allocator_replay(requests, params, gc, recorded, initial, freeable) -> the replay of "
      "memtui.allocator.replay, packed (memtui/allocator/native_replay.py)"},

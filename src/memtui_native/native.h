@@ -171,6 +171,8 @@ PyObject *buffer_from_memory(void *data, Py_ssize_t nbytes);  /* owns data (mall
 PyObject *intcol_to_buffer(IntCol *c);  /* hands the column over; c is left empty */
 extern PyTypeObject ScannerType;
 PyObject *native_lifetimes(PyObject *self, PyObject *args);
+PyObject *native_allocated_curve(PyObject *self, PyObject *args);
+PyObject *native_reserved_curve(PyObject *self, PyObject *args);
 static PyObject *native_parallel_limits(PyObject *self, PyObject *args);
 static PyObject *native_utf8_valid(PyObject *self, PyObject *args);
 

@@ -13,7 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
-from memtui.analysis.live import allocated_curve, life_bounds, reserved_curve
+from memtui.analysis.live import allocated_curve, reserved_curve
 from memtui.cache.index_store import load_index, store_index_later
 from memtui.cache.store import ModelCache
 from memtui.model import DeviceModel, Snapshot
@@ -95,7 +95,7 @@ def build_device_view(snapshot: Snapshot, d: int,
     if curves is not None:
         allocated, reserved = curves
     else:
-        allocated = allocated_curve(device, life_bounds(device, replayer.life_bytes))  # block sizes worked out once
+        allocated = allocated_curve(device, life_bytes=replayer.life_bytes)  # block sizes worked out once
         reserved = reserved_curve(device)
     t0 = device.time_origin_us
     return DeviceView(snapshot, device, replayer, allocated, reserved, t0, _annotation_marks(snapshot, device))
