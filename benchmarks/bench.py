@@ -32,6 +32,7 @@ sys.path.insert(0, str(HERE))
 
 import bytecode  # noqa: E402  (benchmarks/bytecode.py)
 import terminal  # noqa: E402  (benchmarks/terminal.py)
+from entry import install_note, memtui_argv  # noqa: E402  (benchmarks/entry.py)
 
 LARGE = 5_000_000  # events from which the large-file targets apply
 
@@ -170,7 +171,7 @@ def terminal_runs(path: str, runner: Runner, cache_dir: str, skip: bool, repeat:
         folder = tempfile.mkdtemp(dir=cache_dir)
         for mode in ("term_cold", "term_warm"):
             note(f"{mode} ({k + 1}/{repeat})")
-            argv = runner.command([sys.executable, "-m", "memtui", "--cache-dir", folder, path], None)
+            argv = runner.command(memtui_argv("--cache-dir", folder, path), None)
             runs[mode].append(terminal.first_screen(argv, runner.env))
     out = {}
     for mode, measured in runs.items():
@@ -210,10 +211,10 @@ def bench_file(path: str, runner: Runner, limit_gb: float | None, skip_tui: bool
         processes = [(mode, argv, limit) for mode, argv, limit in (
             ("proc_pickle", [python, "-c", PICKLE_SCRIPT, path], limit_gb),
             ("proc_cold", [python, "-c", OPEN_SCRIPT, path], None),
-            ("proc_info", [python, "-m", "memtui", "info", "--no-cache", path], None),
+            ("proc_info", memtui_argv("info", "--no-cache", path), None),
             # A first open: a cache folder of its own each run, so every run writes the cache.
-            ("proc_info_first", lambda: [python, "-m", "memtui", "info", "--cache-dir",
-                                         tempfile.mkdtemp(dir=cache_dir), path], None),
+            ("proc_info_first", lambda: memtui_argv("info", "--cache-dir", tempfile.mkdtemp(dir=cache_dir), path),
+             None),
         ) if mode not in skip]
         for mode in ("proc_pickle", "proc_cold", "proc_info", "proc_info_first"):
             if mode in skip:
@@ -332,6 +333,8 @@ def print_table(results: dict, machine: dict | None = None) -> None:
         extra.append(f"frame filter: `{results['warm']['frame_filter']}`")
     if machine:
         extra.append(f"{machine.get('cores') or machine.get('cpus')} cores")
+        if machine.get("install"):
+            extra.append(machine["install"])
     runs = lookup(results, "proc_cold.runs")
     if runs:
         extra.append(f"whole-process figures: median of {runs} alternating runs")
@@ -360,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     bytecode.say_if_missing()
     machine = {"python": platform.python_version(), "cpus": os.cpu_count(), "cores": args.cores,
-               "platform": platform.platform()}
+               "platform": platform.platform(), "install": install_note()}
     everything = {"machine": machine, "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]), "files": []}
     runner = Runner(args.cores, args.timeout)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import bytecode  # benchmarks/bytecode.py
+from entry import install_note, memtui_argv  # benchmarks/entry.py
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,7 +61,7 @@ MEASURES = {
 
 
 def info_argv(path: str, cache_dir: str) -> list[str]:
-    return [sys.executable, "-m", "memtui", "info", "--cache-dir", cache_dir, path]
+    return memtui_argv("info", "--cache-dir", cache_dir, path)
 
 
 def run(argv: list[str], cores: int | None, env: dict) -> dict:
@@ -96,7 +97,8 @@ def main() -> int:
     available = len(os.sched_getaffinity(0))
     counts = [c for c in (int(x) for x in args.cores.split(",")) if c <= available]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    results: dict = {"file": args.file, "size": os.path.getsize(args.file), "cpus": available, "cores": {}}
+    results: dict = {"file": args.file, "size": os.path.getsize(args.file), "cpus": available, "cores": {},
+                     "install": install_note()}
     if not args.no_pickle:
         print("pickle.load ...", file=sys.stderr, flush=True)
         results["pickle"] = run([sys.executable, "-c", PICKLE, args.file], None, env)
@@ -112,7 +114,7 @@ def main() -> int:
                     print(f"{m}, {c} cores ({k + 1}/{args.repeat}) ...", file=sys.stderr, flush=True)
                     first_dir = os.path.join(scratch, f"first-{m}-{c}-{k}")
                     argv = {"open": [sys.executable, "-c", OPEN, args.file, "-"],
-                            "info": [sys.executable, "-m", "memtui", "info", "--no-cache", args.file],
+                            "info": memtui_argv("info", "--no-cache", args.file),
                             "first": info_argv(args.file, first_dir),
                             "warm": info_argv(args.file, warm_dir)}[m]
                     runs[m, c].append(run(argv, c, env))
@@ -123,7 +125,7 @@ def main() -> int:
         if "out" in r:
             digests[c] = r["out"]
     base = results.get("pickle", {})
-    print(f"\n{Path(args.file).name}: {results['size'] / 1e6:,.0f} MB, {available} cores here\n")
+    print(f"\n{Path(args.file).name}: {results['size'] / 1e6:,.0f} MB, {available} cores here; {results['install']}\n")
     for m in measures:
         print(f"{MEASURES[m]}\n")
         print("| cores | time | peak RSS | ratio to pickle.load (time / peak) | speed-up from the fewest cores |")
