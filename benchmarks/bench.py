@@ -55,6 +55,10 @@ PROCESS_ROWS = [
      {"large": ("abs", 1.0)}, "<= 1 s at 10M", "proc_pickle"),
     ("the same, cold (first open ever)", "term_cold.screen_s", "time", {"large": ("ratio", 0.15)},
      "<= 0.15x at 10M", "proc_pickle"),
+    ("the same, after memtui info wrote the model (the curves not kept yet)", "term_after_info.screen_s", "time",
+     {"large": ("abs", 1.0)}, "<= 1 s at 10M (the model is cached)", "proc_pickle"),
+    ("keys in the terminal p50 / p95 (after info)", "term_after_info.keys", "key", ("abs", 0.050), "p95 <= 50 ms",
+     "proc_pickle"),
     ("keys in the terminal p50 / p95 (warm)", "term_warm.keys", "key", ("abs", 0.050), "p95 <= 50 ms",
      "proc_pickle"),
     ("explorer under Pilot, first full screen (warm cache)", "tui.screen_wall_s", "time", None,
@@ -159,18 +163,25 @@ class Runner:
         return out
 
 
+TERMINAL_MODES = ("term_cold", "term_warm", "term_after_info")
+
+
 def terminal_runs(path: str, runner: Runner, cache_dir: str, skip: bool, repeat: int, note) -> dict:
-    """The explorer's first full screen in tmux, cold (a new cache folder) and warm (the
-    folder the cold run just wrote), taken in turn; medians, and the keys of the warm runs."""
+    """The explorer's first full screen in tmux, cold (a new cache folder), warm (the folder
+    the cold run just wrote) and after ``memtui info`` (a new folder that info wrote: the
+    model kept, the explorer's curves not yet), taken in turn; medians, and the keys."""
     if skip:
-        return {"term_cold": {"note": "skipped"}, "term_warm": {"note": "skipped"}}
+        return {mode: {"note": "skipped"} for mode in TERMINAL_MODES}
     if not terminal.available():
-        return {"term_cold": {"note": "tmux not installed"}, "term_warm": {"note": "tmux not installed"}}
-    runs: dict[str, list[dict]] = {"term_cold": [], "term_warm": []}
+        return {mode: {"note": "tmux not installed"} for mode in TERMINAL_MODES}
+    runs: dict[str, list[dict]] = {mode: [] for mode in TERMINAL_MODES}
     for k in range(repeat):
         folder = tempfile.mkdtemp(dir=cache_dir)
-        for mode in ("term_cold", "term_warm"):
+        for mode in TERMINAL_MODES:
             note(f"{mode} ({k + 1}/{repeat})")
+            if mode == "term_after_info":
+                folder = tempfile.mkdtemp(dir=cache_dir)
+                runner.process(memtui_argv("info", "--cache-dir", folder, path))
             argv = runner.command(memtui_argv("--cache-dir", folder, path), None)
             runs[mode].append(terminal.first_screen(argv, runner.env))
     out = {}
