@@ -26,6 +26,9 @@ from memtui.model.segments import ALLOCATED, PENDING_FREE
 
 # Aim for checkpoints every K events, but keep the checkpoint lists under this many ids.
 DEFAULT_STRIDE = 1024
+# Before the indexes are built, a state this many events or fewer from the last one asked
+# for is found from it (the lives those events touch) instead of a pass over every life.
+NEAR_EVENTS = 4096
 MAX_CHECKPOINT_IDS = 16_000_000
 # The caching allocator rounds every block up to a multiple of this.
 MIN_BLOCK_SIZE = 512
@@ -438,10 +441,31 @@ class Replayer:
         self._latest = state
         return state
 
+    def _open_lives(self, i: int) -> np.ndarray:
+        """The lives open after event ``i`` (``i >= 0``): from the index where it is built,
+        else from the last state asked for where that is near (a key that moves the cursor by
+        an event, at ten million events: 8 ms a pass over 3.3 million lives, more while the
+        index is being built beside it), else by a pass over every life."""
+        latest: AllocatorState | None = self.__dict__.get("_latest")
+        if ("blocks" in self.__dict__ or latest is None or latest.index < 0
+                or abs(i - latest.index) > NEAR_EVENTS):
+            return self._open("blocks", self._life_start, self._life_end, i)
+        # A life opens or closes only at one of its own events: those between the two
+        # moments name every life whose openness differs.
+        lo, hi = sorted((i, latest.index))
+        touched = np.sort(self.device.lives.event_life[lo + 1:hi + 1].astype(np.int64))
+        touched = touched[touched != NONE]
+        if len(touched):  # each once (np.unique and np.isin would import numpy.ma: 20-40 ms)
+            touched = touched[np.concatenate(([True], touched[1:] != touched[:-1]))]
+        before = latest.blk_life[latest.blk_life != NONE]
+        at = np.minimum(np.searchsorted(touched, before), max(len(touched) - 1, 0))
+        kept = before[touched[at] != before] if len(touched) else before
+        opened = touched[(self._life_start[touched] <= i) & (self._life_end[touched] > i)]
+        return np.concatenate([kept, opened])
+
     def _state_at(self, i: int) -> AllocatorState:
         dev = self.device
-        lives = (self._open("blocks", self._life_start, self._life_end, i) if i >= 0
-                 else np.nonzero(self._life_start < 0)[0])
+        lives = self._open_lives(i) if i >= 0 else np.nonzero(self._life_start < 0)[0]
         if i < 0:
             lives = lives[self._life_end[lives] > -1]
         request = dev.lives.request[lives]

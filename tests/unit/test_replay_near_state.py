@@ -1,0 +1,84 @@
+"""Before its indexes are built, the replayer finds a state near the last one asked for from
+the lives the events between touch (memtui/replay.py, ``_open_lives``), not by a pass over
+every life: the state is the indexed replayer's, array for array, on every real file."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+import numpy as np
+import pytest
+
+from memtui.model.lifetimes import NONE
+from memtui.replay import NEAR_EVENTS, Replayer
+from tests.conftest import heldout_files, sample_files, shared_params
+from tests.fixtures.opened import cached
+
+
+def every_real_file():
+    return (shared_params("*.pickle*") + [pytest.param(p, id=f"sample-{p.name}") for p in sample_files()]
+            + [pytest.param(p, id=f"heldout-{p.parent.name}-{p.name}") for p in heldout_files()[:8]])
+
+
+def _moves(n: int, rng: np.random.Generator) -> list[int]:
+    """Where a user goes: the last event, a step back, a page, a jump near, the first ones."""
+    at, moves = n - 1, [n - 1]
+    for step in rng.choice([-1, -1, -1, 1, -30, 30, -NEAR_EVENTS, NEAR_EVENTS, -NEAR_EVENTS - 1], size=40):
+        at = int(min(max(at + step, 0), n - 1))
+        moves.append(at)
+    return moves + [0, 1, 0, n - 1, n - 2]
+
+
+def _same(a, b) -> None:
+    for f in fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and np.array_equal(x, y), f.name
+        else:
+            assert x == y, f.name
+
+
+@pytest.mark.parametrize("path", every_real_file())
+def test_a_state_near_the_last_one_is_the_indexed_replayers(path):
+    snap = cached(str(path))
+    rng = np.random.default_rng(7)
+    for dev in snap.devices:
+        n = len(dev.trace)
+        if not n:
+            continue
+        near, indexed = Replayer(dev, indexed=False), Replayer(dev, indexed=True)
+        for i in _moves(n, rng):
+            _same(near.state_at(i), indexed.state_at(i))
+        assert not near.indexed  # every state above came without the index
+
+
+@pytest.mark.parametrize("path", every_real_file())
+def test_a_life_opens_and_closes_at_its_own_events(path):
+    # What the near path rests on: the event a life starts at, and the one it ends at, name it.
+    for dev in cached(str(path)).devices:
+        lives = dev.lives
+        event_life = lives.event_life.astype(np.int64)
+        ids = np.arange(len(lives))
+        for column in (lives.start, lives.end):
+            at = column.astype(np.int64)
+            known = at != NONE
+            assert np.array_equal(event_life[at[known]], ids[known])
+
+
+def test_a_near_state_makes_no_pass_over_every_life(monkeypatch):
+    # 8 ms at ten million events for each key that moved the cursor, until the index was built.
+    dev = max(cached(str(sample_files()[0])).devices, key=lambda d: len(d.trace))
+    n = len(dev.trace)
+    replayer = Replayer(dev, indexed=False)
+    replayer.state_at(n - 1)
+    passes = []
+    every_life = Replayer._open
+
+    def noting(self, name, start, end, i):
+        passes.append(name)
+        return every_life(self, name, start, end, i)
+
+    monkeypatch.setattr(Replayer, "_open", noting)
+    for i in (n - 2, n - 3, n - 40, n - 1):
+        replayer.state_at(i)
+    assert "blocks" not in passes
