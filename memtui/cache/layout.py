@@ -177,7 +177,8 @@ def _checked_figures(dev: DeviceModel, figures: dict, oom_indices: np.ndarray) -
 
     The counts add up to the events, each at most that; the OOMs are ascending events of the
     trace whose action is an OOM, as many as the counts say; the span is two finite numbers
-    in order; the other two are integers within the trace's bounds. What passes and is still
+    in order; the stacked actions are distinct codes, ascending, each of an action the trace
+    has; the other two are integers within the trace's bounds. What passes and is still
     wrong (a count moved between two actions, a span wider than the times) could only have
     been written on purpose, and shows wrong figures, never more."""
     n = len(dev.trace)
@@ -198,12 +199,16 @@ def _checked_figures(dev: DeviceModel, figures: dict, oom_indices: np.ndarray) -
         low, high = span
         if not (math.isfinite(low) and math.isfinite(high) and low <= high):
             raise ValueError("a time span that is not one")
+    stacked = figures["_stacked_actions"]
+    if not isinstance(stacked, list) or stacked != sorted(set(stacked)) or \
+            not all(type(c) is int and 0 <= c < len(counts) and counts[c] for c in stacked):
+        raise ValueError("stacked actions that are not the trace's")
     forward, live = figures["forward_frames"], figures["live_at_end"]
     if type(forward) is not int or not 0 <= forward <= n or type(live) is not int or \
             not 0 <= live <= (len(dev.blocks) if dev.partial_trace else len(dev.lives)):
         raise ValueError("figures out of the trace's bounds")
-    return {"_action_counts": counts, "_oom_indices": oom_indices, "time_span": span, "forward_frames": forward,
-            "live_at_end": live}
+    return {"_action_counts": counts, "_oom_indices": oom_indices, "time_span": span, "_stacked_actions": stacked,
+            "forward_frames": forward, "live_at_end": live}
 
 
 def _annotation_rows(rows: object) -> list[Any]:

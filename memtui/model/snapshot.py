@@ -108,7 +108,7 @@ class Match:
 
 # The figures of a trace the device model keeps once computed (the cached properties below);
 # the model cache stores them, so a warm open computes none of them again.
-FIGURES = ("_action_counts", "_oom_indices", "time_span", "forward_frames", "live_at_end")
+FIGURES = ("_action_counts", "_oom_indices", "time_span", "_stacked_actions", "forward_frames", "live_at_end")
 
 
 @dataclass
@@ -175,6 +175,12 @@ class DeviceModel:
     def time_span(self) -> tuple[float, float] | None:
         """The trace's first and last time; None when no entry has one."""
         return trace_figures.time_span(self.trace.time_us)
+
+    @cached_property
+    def _stacked_actions(self) -> list[int]:
+        """The action codes of the entries with a stack (asked by the inspector for the first
+        event without one: kept in the model cache, so no key of a warm open waits for it)."""
+        return trace_figures.stacked_actions(self.trace.action, self.trace.stack)
 
     @cached_property
     def forward_frames(self) -> int:
@@ -257,17 +263,10 @@ class DeviceModel:
         """For each event, the nearest earlier event with a stack, or NONE."""
         return last_stacked_before(self.trace.stack)
 
-    @cached_property
+    @property
     def actions_with_stacks(self) -> frozenset[int]:
         """Action codes that carry a stack somewhere in this trace."""
-        stacked = self.trace.action[self.trace.stack >= 0]
-        if not len(stacked):
-            return frozenset()
-        # Codes are small and never negative: marked in a table of them, not sorted (np.unique
-        # sorted ten million codes on the explorer's first key, 50 ms).
-        present = np.zeros(int(stacked.max()) + 1, bool)
-        present[stacked] = True
-        return frozenset(np.flatnonzero(present).tolist())
+        return frozenset(self._stacked_actions)
 
     # -- the source's numbering (the same as this trace's unless reopened from an export) --
     def shown_index(self, i: int) -> int:

@@ -1,6 +1,6 @@
 """The figures summaries of a trace need, each one pass over a whole column: how many events
-each action has, where the OOMs are, the first and last time, how many entries carry forward
-frames, how many allocations are never freed.
+each action has, where the OOMs are, the first and last time, which actions carry a stack,
+how many entries carry forward frames, how many allocations are never freed.
 
 At ten million events each is a pass over a column of 10-80 MB; one after the other on one
 thread they were 60-80 ms of every ``memtui info``, warm or cold, whatever the cores. Here
@@ -43,6 +43,21 @@ def time_span(time_us: np.ndarray) -> tuple[float, float] | None:
     low = min((p[0] for p in parts if not math.isnan(p[0])), default=math.nan)
     high = max((p[1] for p in parts if not math.isnan(p[1])), default=math.nan)
     return (low, high) if math.isfinite(low) and math.isfinite(high) else None
+
+
+def stacked_actions(action: np.ndarray, stack: np.ndarray) -> list[int]:
+    """The action codes of the entries that carry a stack, ascending, each once (codes are
+    small and never negative: counted, not sorted; np.unique sorted ten million of them,
+    50 ms)."""
+    def codes(start: int, stop: int) -> np.ndarray:
+        stacked = action[start:stop][stack[start:stop] >= 0]
+        return np.bincount(stacked) if len(stacked) else np.zeros(0, np.int64)
+
+    parts = on_slices(len(action), codes)
+    present = np.zeros(max((len(part) for part in parts), default=0), bool)
+    for part in parts:
+        present[:len(part)] |= part > 0
+    return [int(code) for code in np.flatnonzero(present)]
 
 
 def forward_frames(fwd: np.ndarray) -> int:

@@ -18,7 +18,7 @@ async def test_the_worker_after_the_first_screen_readies_the_first_keys():
         await settle(app, pilot)
         view = screen.current_view
         assert view.replayer.indexed
-        assert "actions_with_stacks" in vars(view.device)
+        assert "_stacked_actions" in vars(view.device)
 
 
 def test_the_explorer_writes_its_cache_after_the_answer():

@@ -171,12 +171,13 @@ class MainScreen(Screen):
 
     @thread_work(group="index")
     def _index_view(self, view: DeviceView) -> None:
-        after_the_answer(view.index_replayer)  # the keys typed meanwhile get the cores first
         # Asked by the inspector for the first event without a stack: a pass over every
-        # event (25 ms at 10M), made here rather than in the key that first needs it; at the
+        # event (25 ms at 10M; a warm open has it from the cache), made here, first, rather
+        # than in the key that first needs it (the index after it takes a second); at the
         # worker's own priority, as the thread that draws may wait on it (cached_property's
         # lock on Python 3.10 and 3.11).
         view.device.actions_with_stacks  # noqa: B018
+        after_the_answer(view.index_replayer)  # the keys typed meanwhile get the cores first
 
     # -- the cursor ----------------------------------------------------------------
     def go_to(self, event: int) -> bool:
