@@ -16,6 +16,7 @@ terminals and browsers that draw block glyphs edge to edge.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,6 +95,7 @@ class StateLayout:
         self._list_rows: list[ListRow] | None = None
         self._free, self._largest, self._runs = state.free_runs_per_segment()
         self.ghost = ghost
+        self._records: tuple[np.ndarray | None, np.ndarray] | None = None  # see _block_records
         # Rows in pool order (stable: by address inside a pool); identity with one pool.
         if pool_keys is not None and len(set(pool_keys)) > 1:
             self.row_order = np.array(sorted(range(n_seg), key=lambda s: pool_keys[s]), np.int64)
@@ -130,6 +132,44 @@ class StateLayout:
     def free_figures(self, s: int) -> tuple[int, int]:
         """(free bytes, largest free run) of segment ``s``."""
         return int(self._free[s]), int(self._largest[s])
+
+    def bar_key(self, s: int, cells: int, selected_block: int = NONE,
+                matched_lives: np.ndarray | None = None) -> bytes | None:
+        """A value equal for two bars exactly when :meth:`cells` draws them alike (save a
+        chance of 2**-128): the segment's place and size, the cells, and each of its blocks'
+        address, size, state, ghost and filter flags, and which one is selected. None where
+        addresses do not fit 64 bits (no key: the bar is drawn each time)."""
+        st = self.state
+        if st.blk_addr.dtype == object or st.seg_addr.dtype == object:
+            return None
+        records = self._block_records(matched_lives)
+        lo, hi = int(self._bounds[s]), int(self._bounds[s + 1])
+        blocks = self._order[lo:hi]
+        selected = np.flatnonzero(blocks == selected_block) if selected_block != NONE else ()
+        digest = hashlib.blake2b(records[lo:hi].tobytes(), digest_size=16)
+        digest.update(np.array([st.seg_addr[s], st.seg_size[s], cells, selected[0] if len(selected) else -1],
+                               np.int64).tobytes())
+        return digest.digest()
+
+    def _block_records(self, matched_lives: np.ndarray | None) -> np.ndarray:
+        """Per block in segment order: address, size, state and flags (ghost, filter match),
+        made once per state and filter."""
+        if self._records is not None and self._records[0] is matched_lives:
+            return self._records[1]
+        st, order = self.state, self._order
+        flags = np.zeros(len(order), np.int64)
+        if self.ghost is not None:
+            flags |= self.ghost[order].astype(np.int64)
+        if matched_lives is not None:
+            life = st.blk_life[order]
+            known = life != NONE
+            hit = np.zeros(len(order), bool)
+            hit[known] = matched_lives[life[known]]
+            flags |= hit.astype(np.int64) << 1
+        records = np.stack([st.blk_addr[order].astype(np.int64), st.blk_size[order].astype(np.int64),
+                            st.blk_state[order].astype(np.int64), flags], axis=1)
+        self._records = (matched_lives, records)
+        return records
 
     def bar(self, s: int, cells: int, selected_block: int = NONE,
             matched_lives: np.ndarray | None = None) -> np.ndarray:

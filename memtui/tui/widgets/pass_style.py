@@ -9,6 +9,9 @@ so these panes read :attr:`PassStyle.base_style`, looked up as the pass begins.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from rich.style import Style
 from textual.geometry import Region
 from textual.strip import Strip
@@ -18,13 +21,42 @@ class PassStyle:
     """Mixed in before the Textual widget class."""
 
     _pass_style: Style | None = None
+    _pass_width: int | None = None
+    _pass_components: dict[str, Style] | None = None
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        self._pass_style = self.rich_style  # type: ignore[attr-defined]
-        try:
+        with self.drawing_pass():
             return super().render_lines(crop)  # type: ignore[misc]
+
+    @contextmanager
+    def drawing_pass(self) -> Iterator[None]:
+        """Lines drawn inside read the style (and the width) looked up as the pass begins."""
+        self._pass_style = self.rich_style  # type: ignore[attr-defined]
+        self._pass_components = {}
+        try:
+            yield
         finally:
-            self._pass_style = None
+            self._pass_style = self._pass_width = self._pass_components = None
+
+    def component_style(self, name: str) -> Style:
+        """``get_component_rich_style(name)``, looked up once a pass (a refresh forgets
+        Textual's own cache of them)."""
+        components = self._pass_components
+        if components is None:
+            return self.get_component_rich_style(name)  # type: ignore[attr-defined,no-any-return]
+        style = components.get(name)
+        if style is None:
+            style = components[name] = self.get_component_rich_style(name)  # type: ignore[attr-defined]
+        return style
+
+    @property
+    def content_width(self) -> int:
+        """The width lines are drawn to (``scrollable_content_region``'s, once a pass)."""
+        if self._pass_style is None:
+            return self.scrollable_content_region.width  # type: ignore[attr-defined,no-any-return]
+        if self._pass_width is None:
+            self._pass_width = self.scrollable_content_region.width  # type: ignore[attr-defined]
+        return self._pass_width
 
     @property
     def base_style(self) -> Style:

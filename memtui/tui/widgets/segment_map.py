@@ -46,14 +46,16 @@ from memtui.tui.views.segment_rows import (
     PENDING_CELL,
     SEGMENT_ROW,
     SELECTED_CELL,
+    BarCells,
     StateLayout,
     state_name,
 )
-from memtui.tui.widgets.pass_style import PassStyle
+from memtui.tui.widgets.changed_lines import ChangedLines, retitle
 from memtui.units import format_bytes
 
 HEADER_LINES = 3  # figures at the cursor, the legend, the selected segment
 LABEL_WIDTH = 29  # marker, address (12 hex digits), size ("1000.00 MiB"), tags: see _label
+ROW_STRIPS_KEPT = 4096  # map rows' strips kept by what they draw
 MIN_BAR = 6  # small segments still show their blocks; the size column has the exact figure
 _CELL_CLASS = {FREE_CELL: "segment-map--free", PENDING_CELL: "segment-map--pending",
                ALLOCATED_CELL: "segment-map--allocated", MATCHED_CELL: "segment-map--matched",
@@ -63,7 +65,7 @@ _ALT_CLASS = {PENDING_CELL: "segment-map--pending-alt", ALLOCATED_CELL: "segment
 _SHORT_WORDS = {"allocated": "alloc", "pending free": "pending", "part free": "part"}
 
 
-class SegmentMap(PassStyle, ScrollView, can_focus=True):
+class SegmentMap(ChangedLines, ScrollView, can_focus=True):
     """Segments and blocks after the selected event."""
 
     DEFAULT_CSS = """
@@ -130,6 +132,10 @@ class SegmentMap(PassStyle, ScrollView, can_focus=True):
         self._row = 0  # cursor row (list mode)
         self._matched_lives: np.ndarray | None = None  # block lives a filter matched
         self._pools: SegmentPools | None = None
+        # A map row's strip by what it draws (label, cells, width), and the legend's: a key that
+        # moves the event cursor changes a row or two, and drawing a row's cells one by one is
+        # most of its cost.
+        self._row_strips: dict[tuple, Strip] = {}
 
     # -- data --------------------------------------------------------------------
     @property
@@ -174,7 +180,7 @@ class SegmentMap(PassStyle, ScrollView, can_focus=True):
         self._scroll_to_selection()
         self.call_after_refresh(self._scroll_to_selection)
         self.refresh_title()
-        self.refresh()
+        self.refresh_changed()  # one event later, most rows are the ones on screen
 
     def oom_request(self) -> tuple[str, int] | None:
         """(pool, stream) of the request that failed, when the state is at an OOM."""
@@ -213,7 +219,7 @@ class SegmentMap(PassStyle, ScrollView, can_focus=True):
         return next((c for c in choices if len(c) <= width), choices[-1])
 
     def refresh_title(self) -> None:
-        self.border_title = self.title()
+        retitle(self, self.title())
 
     def set_highlight(self, matched_lives: np.ndarray | None) -> None:
         """Draw the blocks of these lives (a flag per block life) apart; None stops."""
@@ -333,10 +339,10 @@ class SegmentMap(PassStyle, ScrollView, can_focus=True):
 
     # -- rendering ---------------------------------------------------------------
     def _style(self, name: str) -> Style:
-        return self.get_component_rich_style(name)
+        return self.component_style(name)
 
-    def render_line(self, y: int) -> Strip:
-        width = self.scrollable_content_region.width
+    def draw_line(self, y: int) -> Strip:
+        width = self.content_width
         plain = self.base_style
         if self._layout is None or width <= 0:
             return Strip.blank(width, plain)
@@ -364,11 +370,18 @@ class SegmentMap(PassStyle, ScrollView, can_focus=True):
 
     def _legend_line(self, width: int) -> Strip:
         """What the bars' glyphs and colours mean (all of it is in the help screen)."""
+        ghosts = self._layout is not None and self._layout.ghost is not None and bool(self._layout.ghost.any())
+        key = ("legend", width, self.list_mode, ghosts)
+        strip = self._row_strips.get(key)
+        if strip is None:
+            strip = self._row_strips[key] = self._draw_legend(width, ghosts)
+        return strip
+
+    def _draw_legend(self, width: int, ghosts: bool) -> Strip:
         muted = self._style("segment-map--muted")
         if self.list_mode:
             text = " rows: a segment, then its blocks and free runs by address"
             return Strip([Segment(text, muted)]).crop_extend(0, width, self.base_style)
-        ghosts = self._layout is not None and self._layout.ghost is not None and bool(self._layout.ghost.any())
         items = [(chars, kind, word) for chars, kind, word, _ in LEGEND if kind not in (MATCHED_CELL, SELECTED_CELL)
                  and (kind != GHOST_CELL or ghosts)]
         long = sum(len(chars) + len(word) + 2 for chars, _, word in items) + 1
@@ -436,16 +449,33 @@ class SegmentMap(PassStyle, ScrollView, can_focus=True):
         return f"{marker}{int(st.seg_addr[s]):>12x} {format_bytes(int(st.seg_size[s])):>11} {tags:<2} ".ljust(
             LABEL_WIDTH)
 
-    def _bar_cells(self, s: int, width: int) -> int:
+    def _bar_cells(self, s: int, width: int, label_width: int | None = None) -> int:
         # The label is wider only for addresses past 12 hex digits; never crop the bar.
-        avail = max(1, width - len(self._label(s, False)))
+        avail = max(1, width - (len(self._label(s, False)) if label_width is None else label_width))
         scaled = avail * int(self.state.seg_size[s]) // max(self._layout.max_segment, 1)
         return max(min(MIN_BAR, avail), scaled)
 
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._row_strips.clear()
+
     def _map_line(self, s: int, width: int) -> Strip:
-        segments = [Segment(self._label(s, s == self._segment), self._style("segment-map--muted"))]
-        bar = self._layout.cells(s, self._bar_cells(s, width), self._block if s == self._segment else NONE,
-                                 self._matched_lives)
+        label = self._label(s, s == self._segment)
+        cells = self._bar_cells(s, width, len(label))
+        selected = self._block if s == self._segment else NONE
+        bar_key = self._layout.bar_key(s, cells, selected, self._matched_lives)
+        key = (label, width, bar_key)
+        strip = self._row_strips.get(key) if bar_key is not None else None
+        if strip is None:
+            strip = self._draw_bar(label, self._layout.cells(s, cells, selected, self._matched_lives), width)
+            if bar_key is not None:
+                if len(self._row_strips) >= ROW_STRIPS_KEPT:
+                    self._row_strips.clear()
+                self._row_strips[key] = strip
+        return strip
+
+    def _draw_bar(self, label: str, bar: BarCells, width: int) -> Strip:
+        segments = [Segment(label, self._style("segment-map--muted"))]
         looks = [(LEVEL_CHARS[int(level)], self._cell_class(int(kind), bool(alt)))
                  for kind, level, alt in zip(bar.kind, bar.level, bar.alt)]
         start = 0

@@ -8,9 +8,9 @@ inspector, the breakdown pane) use it; a list with a row per event never does.
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -36,13 +36,22 @@ class StyledLines(PassStyle, ScrollView):
         raise NotImplementedError
 
     def set_lines(self, lines: list[list[tuple[str, object]]], keep_scroll: bool = True) -> None:
+        old = self._lines
         self._lines = lines
-        self._strips.clear()
-        width = max((sum(Text(t).cell_len for t, _ in line) for line in lines), default=0)
+        # Only the lines that differ are drawn again (the inspector's next event shares many);
+        # a change of size or scroll draws them all.
+        changed = [k for k in range(len(lines)) if k >= len(old) or lines[k] != old[k]]
+        self._strips = {k: strip for k, strip in self._strips.items() if k < len(lines) and lines[k] == old[k]}
+        width = max((sum(cell_len(t) for t, _ in line) for line in lines), default=0)
+        before = (self.virtual_size, self.scroll_offset)
         self.virtual_size = Size(width + 1, len(lines))
         if not keep_scroll:
             self.scroll_to(0, 0, animate=False)
-        self.refresh()
+        if len(lines) != len(old) or (self.virtual_size, self.scroll_offset) != before:
+            self.refresh()
+            return
+        for k in changed:
+            self.refresh_lines(k)
 
     def notify_style_update(self) -> None:
         super().notify_style_update()

@@ -19,6 +19,7 @@ import numpy as np
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
+from textual.geometry import Region
 from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
@@ -128,8 +129,13 @@ class Timeline(PassStyle, Widget):
 
     def set_cursor(self, event: int) -> None:
         if event != self._cursor:
+            width, height = self.size
+            n, cols = (self._view.n_events if self._view is not None else 0), self._plot_width(width)
+            moved = not n or not cols or column_of_event(event, n, cols) != column_of_event(self._cursor, n, cols)
             self._cursor = event
-            self.refresh()
+            # The cursor shows in the legend (the first line) and on the axis (the last); the
+            # plot's lines between are the same.
+            self.refresh(Region(0, 0, width, 1), *([Region(0, height - 1, width, 1)] if moved else []))
         self.post_message(self.CursorChanged(event))
 
     def notify_style_update(self) -> None:
