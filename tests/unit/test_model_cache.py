@@ -357,6 +357,7 @@ def _figures_from_columns(dev) -> dict:
     return {"_action_counts": np.bincount(trace.action.astype(np.int64)),
             "_oom_indices": np.flatnonzero(trace.action == OOM).astype(np.int64),
             "time_span": (float(times.min()), float(times.max())) if len(times) else None,
+            "_stacked_actions": sorted({int(a) for a in trace.action[trace.stack >= 0]}),
             "forward_frames": int(np.count_nonzero(trace.fwd >= 0)), "live_at_end": int(live)}
 
 
@@ -367,7 +368,7 @@ def test_a_warm_open_keeps_the_figures_the_columns_give_and_passes_over_no_colum
     def no_pass(*args):
         raise AssertionError("a warm open passed over a column for a figure the cache holds")
 
-    for name in ("action_counts", "oom_indices", "time_span", "forward_frames", "never_freed"):
+    for name in ("action_counts", "oom_indices", "time_span", "stacked_actions", "forward_frames", "never_freed"):
         monkeypatch.setattr(trace_figures, name, no_pass)
     cached = cache.load(path)
     summarize(cached)
@@ -383,6 +384,7 @@ def test_a_warm_open_keeps_the_figures_the_columns_give_and_passes_over_no_colum
 OOM_SAMPLE = next(p for p in sample_files() if p.name.startswith("oom_training"))
 LIES = ["counts", "counts_past_int64", "counts_that_wrap_to_the_events", "oom_index_past_the_end",
         "oom_index_not_an_oom", "oom_indices_repeated", "time_span_reversed", "time_span_past_float", "time_span_text",
+        "stacked_action_not_in_the_trace", "stacked_actions_unsorted", "stacked_action_text",
         "forward_frames", "live_at_end"]
 
 
@@ -424,6 +426,12 @@ def test_a_cache_whose_figures_are_not_the_traces_is_rebuilt(tmp_path, monkeypat
             figures["time_span"] = (10**400, 1)
         elif lie == "time_span_text":
             figures["time_span"] = "12"
+        elif lie == "stacked_action_not_in_the_trace":
+            figures["_stacked_actions"] = [*figures["_stacked_actions"], len(counts)]
+        elif lie == "stacked_actions_unsorted":
+            figures["_stacked_actions"] = [int(np.flatnonzero(counts)[-1]), int(np.flatnonzero(counts)[0])]
+        elif lie == "stacked_action_text":
+            figures["_stacked_actions"] = ["alloc"]
         else:
             figures[lie] = n + len(dev.lives) + len(dev.blocks) + 1
         return figures
