@@ -32,7 +32,7 @@ from memtui.model import Snapshot, build_model
 from memtui.model.actions import ActionTable
 from memtui.model.columns import narrow_type, narrowest
 from memtui.model.frames import NO_STACK, StackToken
-from memtui.model.lifetimes import paired_elsewhere
+from memtui.model.lifetimes import Lifetimes, paired_elsewhere
 from memtui.model.slices import on_cores, slice_bounds
 from memtui.model.snapshot import PairedLives, assemble_model, device_count
 from memtui.model.trace import NARROW_COLUMNS, ModelTables, TraceBuilder, TraceColumns
@@ -214,15 +214,16 @@ def _model_from_scan(scanned: Scanned, path: str | os.PathLike) -> Snapshot:
 
 
 def _lives_paired_ahead(scanned: Scanned, code_of: list[int], actions: ActionTable) -> list[PairedLives | None]:
-    """Each trace's allocation lives as the scan's thread paired them (memtui/load/ahead.py),
-    with the model's codes of the actions they were paired by; None for a trace it did not
-    pair. None at all unless, for each role, the scanner's action ids it paired by are
-    exactly those the model's codes stand for (checked, not assumed)."""
-    if scanned.paired is None:
+    """Each trace's allocation lives as the scan's thread pairs them (memtui/load/ahead.py),
+    with the model's codes of the actions they are paired by, taken once the pairing is made
+    (the model's columns are built meanwhile). None at all unless, for each role, the
+    scanner's action ids it pairs by are exactly those the model's codes stand for (checked,
+    not assumed)."""
+    pairing = scanned.paired
+    if pairing is None:
         return []
-    roles, per_trace = scanned.paired
     role_codes, same_events = [], True
-    for names in roles:
+    for names in pairing.roles:
         codes = tuple(code for code in (actions.lookup(name) for name in names) if code is not None)
         took = {i for i, name in enumerate(scanned.actions) if name in names}
         same_events = same_events and took == {i for i, code in enumerate(code_of) if code in codes}
@@ -230,8 +231,16 @@ def _lives_paired_ahead(scanned: Scanned, code_of: list[int], actions: ActionTab
     if not same_events or len(role_codes) != 3:
         return []
     start, request, end = role_codes
-    return [None if native is None else PairedLives(start, request, end, paired_elsewhere(native, trace.rows))
-            for native, trace in zip(per_trace, scanned.traces)]
+    return [PairedLives(start, request, end, partial(_paired_lives, pairing, d, trace.rows))
+            for d, trace in enumerate(scanned.traces)]
+
+
+def _paired_lives(pairing: ahead.Pairing, d: int, rows: int) -> Lifetimes | None:
+    """Trace ``d``'s lives from the scan thread's pairing, once made; None where it paired
+    none (the model pairs that trace itself)."""
+    per_trace = pairing.result()
+    native = per_trace[d] if per_trace is not None and d < len(per_trace) else None
+    return None if native is None else paired_elsewhere(native, rows)
 
 
 def _model_columns(scanned: dict[str, np.ndarray], luts: dict[str, np.ndarray],

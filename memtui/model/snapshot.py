@@ -553,7 +553,7 @@ class PairedLives:
     start: tuple[int, ...]
     request: tuple[int, ...]
     end: tuple[int, ...]
-    lives: Lifetimes
+    lives: Callable[[], Lifetimes | None]  # waits for the pairing; None where it paired none
 
 
 def _start_lifetimes(pool: ThreadPoolExecutor, trace: TraceColumns, blocks: BlockTable,
@@ -568,7 +568,9 @@ def _start_lifetimes(pool: ThreadPoolExecutor, trace: TraceColumns, blocks: Bloc
 def _block_lifetimes(trace: TraceColumns, blocks: BlockTable, paired: PairedLives | None) -> Lifetimes:
     request_codes, end_codes = block_end_codes(trace.action, blocks)
     if paired is not None and (paired.start, paired.request, paired.end) == (act.BLOCK_START, request_codes, end_codes):
-        return paired.lives  # the same pairing, made while the command's modules were imported
+        lives = paired.lives()  # the same pairing, made while the command's modules were imported
+        if lives is not None:
+            return lives
     return compute_lifetimes(trace.action, trace.addr, trace.size, act.BLOCK_START, request_codes, end_codes,
                              threads=pairing_threads(len(trace.action)))
 

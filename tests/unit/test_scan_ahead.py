@@ -147,6 +147,34 @@ def test_a_pairing_that_fails_on_the_scan_s_thread_leaves_the_scan(snapshot, sca
     assert_same_model(got, want)
 
 
+def test_the_model_s_columns_are_built_while_the_scan_s_thread_pairs(snapshot, block_pairings, monkeypatch):
+    # The open waited for the pairing too before it built anything (40 ms at 1M on 2 cores).
+    import memtui.open
+
+    built = threading.Event()
+    columns = memtui.open._model_columns
+
+    def noting(*args):
+        built.set()
+        return columns(*args)
+
+    pair = ahead.pair_scanned
+    seen_while_pairing = []
+
+    def waiting(result, roles):
+        seen_while_pairing.append(built.wait(10))  # the columns, built before the pairing ends
+        return pair(result, roles)
+
+    want, _ = _block_pairings_of_an_open(snapshot, block_pairings)
+    monkeypatch.setattr(memtui.open, "_model_columns", noting)
+    monkeypatch.setattr(ahead, "pair_scanned", waiting)
+    assert ahead.start(str(snapshot), pair_by=act.BLOCK_ROLE_NAMES)
+    got, after_ahead = _block_pairings_of_an_open(snapshot, block_pairings)
+    assert seen_while_pairing == [True]
+    assert after_ahead == 1  # the lives still taken from the scan's thread
+    assert_same_model(got, want)
+
+
 def test_a_file_changed_after_the_scan_started_is_scanned_again(snapshot, scans_here):
     assert ahead.start(str(snapshot))
     assert ahead._started.finished.wait(30)  # the scan of the file as it was is done

@@ -82,9 +82,9 @@ class Scanned:
     stack_flat: np.ndarray
     stack_offsets: np.ndarray
     parallel: dict  # ranges read by workers: planned, merged, read in order instead
-    # The scan's thread's pairing (memtui/load/ahead.py): the roles by name, and each trace's
-    # compiled pairing or None; None when nothing was paired there.
-    paired: tuple | None = None
+    # The scan's thread's pairing (memtui/load/ahead.py), made while the model is built from
+    # the columns; None when nothing is paired there.
+    paired: ahead.Pairing | None = None
 
 
 def scan_snapshot(path: str | os.PathLike, progress: ProgressFn | None = None) -> Scanned:
