@@ -453,19 +453,25 @@ class Replayer:
         # A life opens or closes only at one of its own events: those between the two
         # moments name every life whose openness differs.
         lo, hi = sorted((i, latest.index))
-        touched = np.sort(self.device.lives.event_life[lo + 1:hi + 1].astype(np.int64))
+        touched = self.device.lives.event_life[lo + 1:hi + 1].astype(np.int64)
         touched = touched[touched != NONE]
-        if len(touched):  # each once (np.unique and np.isin would import numpy.ma: 20-40 ms)
-            touched = touched[np.concatenate(([True], touched[1:] != touched[:-1]))]
+        # A flag per life, not a search: a leaky trace has a million lives open.
+        flagged = np.zeros(len(self._life_start), bool)
+        flagged[touched] = True
         before = latest.blk_life[latest.blk_life != NONE]
-        at = np.minimum(np.searchsorted(touched, before), max(len(touched) - 1, 0))
-        kept = before[touched[at] != before] if len(touched) else before
+        kept = before[~flagged[before]]
+        touched = np.flatnonzero(flagged) if len(touched) > len(flagged) // 64 else np.sort(touched)
+        if len(touched):  # each once (np.unique would import numpy.ma: 20-40 ms on the first key)
+            touched = touched[np.concatenate(([True], touched[1:] != touched[:-1]))]
         opened = touched[(self._life_start[touched] <= i) & (self._life_end[touched] > i)]
         return np.concatenate([kept, opened])
 
     def _state_at(self, i: int) -> AllocatorState:
         dev = self.device
         lives = self._open_lives(i) if i >= 0 else np.nonzero(self._life_start < 0)[0]
+        # In one order whichever way they were found: lives that share an address (one begun
+        # before the trace, after one that ended) keep it through the sort by address below.
+        lives = np.sort(lives)
         if i < 0:
             lives = lives[self._life_end[lives] > -1]
         request = dev.lives.request[lives]

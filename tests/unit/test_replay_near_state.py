@@ -82,3 +82,38 @@ def test_a_near_state_makes_no_pass_over_every_life(monkeypatch):
     for i in (n - 2, n - 3, n - 40, n - 1):
         replayer.state_at(i)
     assert "blocks" not in passes
+
+
+def test_lives_sharing_an_address_keep_one_order_however_the_state_was_found(tmp_path):
+    # A life begun before the trace (its free completes at 5) shares its address with one
+    # that ended at 3: at event 1 both are open. The near path listed them the other way
+    # round, and the map selects the first block at an address.
+    import pickle
+
+    from memtui.open import open_snapshot
+
+    a = 0x7F0000000000
+
+    def entry(action, addr, size, k):
+        return {"action": action, "addr": addr, "size": size, "stream": 0, "time_us": 1000 + k,
+                "frames": [{"filename": "t.py", "line": 1, "name": "f"}]}
+
+    trace = [entry("alloc", a, 512, 0), entry("segment_alloc", a, 2 << 20, 1), entry("free_requested", a, 512, 2),
+             entry("free_completed", a, 512, 3), entry("alloc", a + 4096, 512, 4),
+             entry("free_completed", a, 1024, 5), entry("alloc", a + 8192, 512, 6)]
+    blocks = [{"address": a + 4096, "size": 512, "requested_size": 512, "state": "active_allocated", "frames": []},
+              {"address": a + 8192, "size": 512, "requested_size": 512, "state": "active_allocated", "frames": []},
+              {"address": a + 8704, "size": (2 << 20) - 8704, "requested_size": 0, "state": "inactive", "frames": []}]
+    snap = {"segments": [{"device": 0, "address": a, "total_size": 2 << 20, "allocated_size": 1024, "active_size": 1024,
+                          "requested_size": 1024, "stream": 0, "segment_type": "large", "segment_pool_id": (0, 0),
+                          "is_expandable": False, "frames": [], "blocks": blocks}],
+            "device_traces": [trace], "allocator_settings": {}}
+    path = tmp_path / "shared_address.pickle"
+    path.write_bytes(pickle.dumps(snap, protocol=4))
+    dev = open_snapshot(path, cache=None).devices[0]
+    near, indexed, full = Replayer(dev, indexed=False), Replayer(dev, indexed=True), Replayer(dev, indexed=False)
+    near.state_at(4)
+    found = [near.state_at(1), indexed.state_at(1), full.state_at(1)]
+    assert len(found[0].blk_life) >= 2
+    for state in found[1:]:
+        _same(found[0], state)
