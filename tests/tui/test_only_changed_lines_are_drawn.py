@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from memtui.tui.widgets.segment_map import SegmentMap
@@ -71,3 +72,40 @@ async def test_a_step_of_the_cursor_draws_few_lines(monkeypatch):
             # the plot: its legend and at most its axis, of its whole height.
             assert drawn.get(SegmentMap, 0) <= 8, drawn
             assert drawn.get(Timeline, 0) <= 2 < timeline.size.height, drawn
+
+
+async def test_addresses_past_2_63_are_drawn_and_stepped_through(tmp_path):
+    # uint64 columns: the bars' offsets and their keys overflowed int64 (the map raised).
+    import pickle
+
+    from memtui.open import open_snapshot
+    from memtui.tui.app import MemtuiApp
+    from memtui.tui.screens.main import MainScreen
+    from tests.fixtures.tiny_snapshot import BASE, tiny_snapshot
+
+    shift = (1 << 63) + (1 << 62) - BASE + 0x1000_0000
+    snap = tiny_snapshot()
+    for trace in snap["device_traces"]:
+        for entry in trace:
+            if entry["addr"]:
+                entry["addr"] += shift
+    for seg in snap["segments"]:
+        seg["address"] += shift
+        for block in seg["blocks"]:
+            block["address"] += shift
+    path = tmp_path / "high.pickle"
+    path.write_bytes(pickle.dumps(snap, protocol=4))
+    model = open_snapshot(path, cache=None)
+    assert model.devices[0].segments.address.dtype == np.uint64
+    app = MemtuiApp(lambda progress: model, show_source=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(app, pilot)
+        await settle(app, pilot)
+        await pilot.press("up", "up", "home", "down")
+        await pilot.pause(0.1)
+        smap = app.screen.query_one(SegmentMap)
+        assert isinstance(app.screen, MainScreen) and app.return_code is None
+        rows = [smap.render_line(y).text for y in range(3, 3 + smap._layout.n_segments)]
+        addresses = [f"{int(a):x}" for a in smap.state.seg_addr]
+        assert rows and all(address in row for address, row in zip(addresses, rows))
+        assert all(int(a) >= 1 << 63 for a in smap.state.seg_addr)

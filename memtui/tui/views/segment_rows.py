@@ -140,15 +140,15 @@ class StateLayout:
         address, size, state, ghost and filter flags, and which one is selected. None where
         addresses do not fit 64 bits (no key: the bar is drawn each time)."""
         st = self.state
-        if st.blk_addr.dtype == object or st.seg_addr.dtype == object:
+        if st.blk_addr.dtype == object:
             return None
         records = self._block_records(matched_lives)
         lo, hi = int(self._bounds[s]), int(self._bounds[s + 1])
         blocks = self._order[lo:hi]
         selected = np.flatnonzero(blocks == selected_block) if selected_block != NONE else ()
         digest = hashlib.blake2b(records[lo:hi].tobytes(), digest_size=16)
-        digest.update(np.array([st.seg_addr[s], st.seg_size[s], cells, selected[0] if len(selected) else -1],
-                               np.int64).tobytes())
+        place = (int(st.seg_addr[s]), int(st.seg_size[s]), cells, int(selected[0]) if len(selected) else -1)
+        digest.update(repr(place).encode())  # Python ints: an address may be past 2**63 (uint64)
         return digest.digest()
 
     def _block_records(self, matched_lives: np.ndarray | None) -> np.ndarray:
@@ -166,7 +166,8 @@ class StateLayout:
             hit = np.zeros(len(order), bool)
             hit[known] = matched_lives[life[known]]
             flags |= hit.astype(np.int64) << 1
-        records = np.stack([st.blk_addr[order].astype(np.int64), st.blk_size[order].astype(np.int64),
+        records = np.stack([st.blk_addr[order].view(np.int64) if st.blk_addr.dtype == np.uint64
+                            else st.blk_addr[order].astype(np.int64), st.blk_size[order].astype(np.int64),
                             st.blk_state[order].astype(np.int64), flags], axis=1)
         self._records = (matched_lives, records)
         return records
@@ -192,10 +193,11 @@ class StateLayout:
         st = self.state
         blocks = self.blocks_of(s)
         start, size = int(st.seg_addr[s]), max(int(st.seg_size[s]), 1)
-        if st.blk_addr.dtype == object or st.seg_addr.dtype == object:
-            offset = np.array([int(a) - start for a in st.blk_addr[blocks]], np.int64)
+        if st.blk_addr.dtype == st.seg_addr.dtype != object:
+            # In the columns' own type (uint64 past 2**63), then signed: below the start is negative.
+            offset = (st.blk_addr[blocks] - st.seg_addr[s]).astype(np.int64)
         else:
-            offset = st.blk_addr[blocks].astype(np.int64) - start
+            offset = np.array([int(a) - start for a in st.blk_addr[blocks]], np.int64)
         lo = np.clip(offset, 0, size)
         hi = np.clip(offset + st.blk_size[blocks].astype(np.int64), lo, size)
         edges = np.array([c * size // cells for c in range(cells + 1)], np.int64)
