@@ -26,6 +26,7 @@ from memtui.cache.store import ModelCache
 from memtui.export.place import ANYWHERE, ExportPlace
 from memtui.tui.early_load import EarlyLoad
 from memtui.tui.key_order import OrderedKeys
+from memtui.tui.keys_pause import WorkAfterKeysPause
 from memtui.tui.lifecycle import run_in_terminal
 from memtui.tui.messages import LoadFailed, LoadFinished
 from memtui.tui.screens.loading import Loader, LoadingScreen
@@ -38,7 +39,7 @@ def app_keys(q_says: str, ctrl_c: str) -> list[Binding]:
             in app_key_rows(q_says, ctrl_c)]
 
 
-class ExplorerApp(OrderedKeys, App[int]):
+class ExplorerApp(OrderedKeys, WorkAfterKeysPause, App[int]):
     """An app that opens snapshots in the explorer. ``loading`` is True while one loads;
     ``load_error`` says why the app ended, when a snapshot it could not open was all it had."""
 
@@ -58,6 +59,7 @@ class ExplorerApp(OrderedKeys, App[int]):
         self._explorer_gone = False  # see explorer_closed
         self._writes_held = False
         self._init_key_order()  # keys typed while loading wait for the explorer (memtui/tui/key_order.py)
+        self._init_keys_pause()
 
     # -- opening a snapshot ---------------------------------------------------------------
     def open_file(self, source: str | os.PathLike | Loader, device: int | None = None,
@@ -105,7 +107,7 @@ class ExplorerApp(OrderedKeys, App[int]):
         self.notify(message.message, severity="error", timeout=8)
 
     def _after_first_screen(self) -> None:
-        self._release_cache_writes()
+        self.when_keys_pause(self._release_cache_writes)  # the first keys get the cores
         # What the first open made and its explorer built (the model's tables, the widgets)
         # lives as long as the snapshot is shown: the cyclic collector is told to leave it out
         # of its passes. The first full pass over it came soon after the first screen (46 ms

@@ -37,6 +37,8 @@ AT_ONCE_WHILE_HELD = {"q"}
 class OrderedKeys:
     """Mixed into the App before :class:`textual.app.App`."""
 
+    last_key_at = 0.0  # when the last key came in (time.monotonic)
+
     def _init_key_order(self) -> None:
         self._pending_keys: deque[events.Key] = deque()
         self._key_in_flight: events.Key | None = None
@@ -60,6 +62,7 @@ class OrderedKeys:
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, events.Key) and not event.is_forwarded:
+            self.last_key_at = time.monotonic()  # (memtui/tui/keys_pause.py)
             if event.key == "ctrl+j":
                 event = events.Key("enter", "\r")
             if event.key in ALWAYS_AT_ONCE or (

@@ -31,7 +31,9 @@ def loaded(path: str) -> Snapshot:
 def make_app(path: Path, **kwargs) -> MemtuiApp:
     snapshot = loaded(str(path))
     kwargs.setdefault("show_source", False)  # source files differ between machines
-    return MemtuiApp(lambda progress: snapshot, **kwargs)
+    app = MemtuiApp(lambda progress: snapshot, **kwargs)
+    app.keys_pause_s = 0  # the index and the cache writes once the screen is drawn (no pause to wait for)
+    return app
 
 
 async def ready(app: MemtuiApp, pilot) -> MainScreen:

@@ -166,8 +166,12 @@ class MainScreen(Screen):
         self.set_scope(ALL)
         if text:  # the same filter, on the device now shown
             self.filter_control.run(text)
-        if not view.replayer.indexed:  # the time-travel index, built once the screen is drawn
-            self.call_after_refresh(self._index_view, view)
+        if not view.replayer.indexed:  # the time-travel index, built once the keys pause
+            self.app.when_keys_pause(partial(self._index_when_shown, view))
+
+    def _index_when_shown(self, view: DeviceView) -> None:
+        if self.is_attached and self.current_view is view and not view.replayer.indexed:
+            self._index_view(view)
 
     @thread_work(group="index")
     def _index_view(self, view: DeviceView) -> None:
