@@ -37,3 +37,16 @@ async def test_the_panes_a_cursor_move_changes_are_drawn_with_the_cursor(monkeyp
             assert drawn, key
             first = drawn[0]
             assert Screen in first or set(PANES) <= first, (key, frames, screen.event_log.cursor_event)
+
+
+async def test_the_screen_is_fitted_to_the_terminal_before_its_first_layout():
+    # The plot's display was set on the first resize, after the first screen: setting it (even
+    # to what it was) laid the screen out again and redrew every pane, and the first key waited.
+    for size, shown in (((120, 40), True), ((80, 14), False)):
+        app = make_app(tiny_path())
+        async with app.run_test(size=size) as pilot:
+            screen = await ready(app, pilot)
+            await settle(app, pilot)
+            timeline = screen.query_one(Timeline)
+            assert timeline.display is shown
+            assert timeline.styles.inline.has_rule("display") is not shown  # set only where it changes

@@ -134,6 +134,10 @@ class MainScreen(Screen):
             closed()  # what this screen held can be collected (memtui/tui/app.py)
 
     def on_mount(self) -> None:
+        # Fitted to the terminal before the first layout: fitted only on the first resize, the
+        # plot's display set then made a second layout and a redraw of every pane just after
+        # the first screen, which the first key waited for.
+        self._fit_height(self.app.size.height)
         self.inspector.border_title = "Stack"
         self.inspector.options.show_source = self._show_source
         self._apply_view(self.current_view)
@@ -143,15 +147,17 @@ class MainScreen(Screen):
             self.status.say(self.snapshot.load_notice, warning=True)
 
     def on_resize(self) -> None:
-        self._fit_height()
+        self._fit_height(self.size.height)
 
-    def _fit_height(self) -> None:
+    def _fit_height(self, height: int) -> None:
         """On a short terminal the event log and the map get their rows first: the plot
-        shrinks, then hides (t shows it again), and on a tiny one the summary goes too."""
-        height = self.size.height
+        shrinks, then hides (t shows it again), and on a tiny one the summary goes too.
+        Only what changes is set: setting the display it has still lays the screen out again."""
         timeline = self.query_one(Timeline)
         timeline.set_class(height < TIMELINE_FULL_HEIGHT, "-short")
-        timeline.display = self._timeline_wanted if self._timeline_wanted is not None else height >= TIMELINE_MIN_HEIGHT
+        shown = self._timeline_wanted if self._timeline_wanted is not None else height >= TIMELINE_MIN_HEIGHT
+        if timeline.display != shown:
+            timeline.display = shown
         self.set_class(height < TINY_HEIGHT, "-tiny")
 
     def _apply_view(self, view: DeviceView, event: int | None = None) -> None:
@@ -309,7 +315,7 @@ class MainScreen(Screen):
 
     def action_toggle_timeline(self) -> None:
         self._timeline_wanted = not self.query_one(Timeline).display
-        self._fit_height()
+        self._fit_height(self.size.height)
 
     def action_toggle_native(self) -> None:
         self.inspector.set_show_native(not self.inspector.options.show_native)
