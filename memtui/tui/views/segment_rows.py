@@ -161,11 +161,7 @@ class StateLayout:
         if self.ghost is not None:
             flags |= self.ghost[order].astype(np.int64)
         if matched_lives is not None:
-            life = st.blk_life[order]
-            known = life != NONE
-            hit = np.zeros(len(order), bool)
-            hit[known] = matched_lives[life[known]]
-            flags |= hit.astype(np.int64) << 1
+            flags |= self._matched(order, matched_lives).astype(np.int64) << 1
         records = np.stack([st.blk_addr[order].view(np.int64) if st.blk_addr.dtype == np.uint64
                             else st.blk_addr[order].astype(np.int64), st.blk_size[order].astype(np.int64),
                             st.blk_state[order].astype(np.int64), flags], axis=1)
@@ -212,11 +208,7 @@ class StateLayout:
         if self.ghost is not None:
             block_kind[self.ghost[blocks] & (block_kind == ALLOCATED_CELL)] = GHOST_CELL
         if matched_lives is not None:
-            life = st.blk_life[blocks]
-            known = life != NONE
-            hit = np.zeros(len(blocks), bool)
-            hit[known] = matched_lives[life[known]]
-            block_kind[hit] = MATCHED_CELL
+            block_kind[self._matched(blocks, matched_lives)] = MATCHED_CELL
         block_kind[blocks == selected_block] = SELECTED_CELL
         first = np.minimum(lo * cells // size, cells - 1)
         last = np.maximum(first + 1, np.minimum(cells, -(-hi * cells // size)))
@@ -234,6 +226,14 @@ class StateLayout:
         ordinal = np.maximum(np.searchsorted(lo, middle, "right") - 1, 0)
         alt[:] = ordinal % 2 == 1
         return BarCells(kind, level, alt)
+
+    def _matched(self, blocks: np.ndarray, matched_lives: np.ndarray) -> np.ndarray:
+        """Per block of ``blocks``: whether its life is one a filter matched (a flag per life)."""
+        life = self.state.blk_life[blocks]
+        known = life != NONE
+        hit = np.zeros(len(blocks), bool)
+        hit[known] = matched_lives[life[known]]
+        return hit
 
     def is_matched(self, b: int, matched_lives: np.ndarray | None) -> bool:
         if matched_lives is None:
