@@ -40,18 +40,19 @@ class StyledLines(PassStyle, ScrollView):
         self._lines = lines
         # Only the lines that differ are drawn again (the inspector's next event shares many);
         # a change of size or scroll draws them all.
-        changed = [k for k in range(len(lines)) if k >= len(old) or lines[k] != old[k]]
-        self._strips = {k: strip for k, strip in self._strips.items() if k < len(lines) and lines[k] == old[k]}
+        same = {k for k in range(min(len(lines), len(old))) if lines[k] == old[k]}
+        self._strips = {k: strip for k, strip in self._strips.items() if k in same}
         width = max((sum(cell_len(t) for t, _ in line) for line in lines), default=0)
         before = (self.virtual_size, self.scroll_offset)
-        self.virtual_size = Size(width + 1, len(lines))
+        self.virtual_size = Size(width + 1, len(lines))  # another count of lines: another size
         if not keep_scroll:
             self.scroll_to(0, 0, animate=False)
-        if len(lines) != len(old) or (self.virtual_size, self.scroll_offset) != before:
+        if (self.virtual_size, self.scroll_offset) != before:
             self.refresh()
             return
-        for k in changed:
-            self.refresh_lines(k)
+        for k in range(len(lines)):
+            if k not in same:
+                self.refresh_lines(k)
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
