@@ -175,23 +175,24 @@ class _Scan:
             result = self._scan()
         except Exception:  # noqa: BLE001 - the open scans again and says what is wrong
             result = None
-        pairing = Pairing(self.roles) if result is not None and self.roles is not None else None
-        if result is not None and pairing is not None:
-            result["paired"] = pairing
+        pairing = None
+        if result is not None and self.roles is not None:
+            pairing = result["paired"] = Pairing(self.roles)
         if not self._stop:
             self.result = result
-        if result is None or pairing is None:
+        if pairing is None:
             self.scanned.set()
             return
-        # The pairing keeps only the columns it reads: the model frees the others as it
-        # builds its own (80 MB more at the peak at 10M when the whole result was kept).
-        needed = {"actions": result["actions"],
-                  "traces": [{name: trace[name] for name in PAIRED_COLUMNS} for trace in result["traces"]]}
-        del result
-        self.scanned.set()  # the open takes the columns now; the pairing follows
         try:
-            self._pair(needed, pairing)
+            # The pairing keeps only the columns it reads: the model frees the others as it
+            # builds its own (80 MB more at the peak at 10M when the whole result was kept).
+            needed = {"actions": result["actions"],
+                      "traces": [{name: trace[name] for name in PAIRED_COLUMNS} for trace in result["traces"]]}
+            del result
+            self.scanned.set()  # the open takes the columns now; the pairing follows
+            pairing.finish(self._paired(needed, pairing.roles))
         finally:
+            self.scanned.set()
             pairing.finish_unless_done()  # whatever happened, the model never waits for ever
 
     def _scan(self) -> dict | None:
@@ -205,15 +206,13 @@ class _Scan:
         result["parallel"] = scanner.parallel
         return result  # the scanner's tables go as it returns, before the pairing allocates
 
-    def _pair(self, result: dict, pairing: Pairing) -> None:
-        paired = None
+    def _paired(self, result: dict, roles: Roles) -> list[tuple | None] | None:
+        if self._stop:
+            return None
         try:
-            if not self._stop:
-                paired = pair_scanned(result, pairing.roles)
+            return pair_scanned(result, roles)
         except Exception:  # noqa: BLE001 - the model pairs the events itself, and says what is wrong
-            paired = None
-        finally:
-            pairing.finish(paired)
+            return None
 
 
 _started: _Scan | None = None
