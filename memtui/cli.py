@@ -181,12 +181,14 @@ def _try_scan_ahead(argv: list[str]) -> None:
 
 
 def _scan_ahead(argv: list[str]) -> None:
-    """Start the compiled scan of the snapshot the command names (memtui/load/ahead.py), to
-    run while numpy and the command are imported, where the open would scan it: no model of
-    it is kept in the cache the command reads. A guess from the words alone (the parser and
-    the commands' names come with the imports): the first word after the command that names
-    a file; a wrong guess costs a scan that nobody takes, stopped as the command ends."""
-    from memtui.cache.names import default_cache_dir, has_entry
+    """Start what the open of the snapshot the command names will need, to run while numpy
+    and the command are imported: the checks of its model where the cache the command reads
+    keeps one (memtui/cache/check_ahead.py), else the compiled scan of the file where the open
+    would scan it (memtui/load/ahead.py). A guess from the words alone (the parser and the
+    commands' names come with the imports): the first word after the command that names a
+    file; a wrong guess costs work that nobody takes, stopped or forgotten as the command ends."""
+    from memtui.cache import check_ahead
+    from memtui.cache.names import default_cache_dir, kept_entry
     from memtui.commands._arguments import cache_options_anywhere, take_cache_options
     from memtui.load import ahead
     from memtui.model.actions import BLOCK_ROLE_NAMES
@@ -200,8 +202,11 @@ def _scan_ahead(argv: list[str]) -> None:
         return
     options = cache_options_anywhere(argv)  # before the command or after it
     root = os.path.abspath(options.get("cache_dir") or default_cache_dir())
-    ahead.start(path, unless=None if options.get("no_cache") else lambda: has_entry(root, path),
-                pair_by=BLOCK_ROLE_NAMES)
+    kept = None if options.get("no_cache") else kept_entry(root, path)
+    if kept is None:
+        ahead.start(path, pair_by=BLOCK_ROLE_NAMES)
+    elif ahead.worth_a_thread():
+        check_ahead.start(kept)
 
 
 def _asks_for_help(word: str) -> bool:
@@ -212,9 +217,10 @@ def _asks_for_help(word: str) -> bool:
 def _stop_scan_ahead() -> None:
     """A scan that no open took stops as the command ends (none was started where the
     module was never imported: ``memtui --help``)."""
-    started = sys.modules.get("memtui.load.ahead")
-    if started is not None:
-        started.discard()
+    for name in ("memtui.load.ahead", "memtui.cache.check_ahead"):
+        started = sys.modules.get(name)
+        if started is not None:
+            started.discard()
 
 
 def _spare_blas_threads(argv: list[str]) -> None:

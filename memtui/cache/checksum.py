@@ -11,8 +11,6 @@ module is not built (tests hold them equal)."""
 
 from __future__ import annotations
 
-import numpy as np
-
 try:
     from memtui import _native
 except ImportError:  # built without a C compiler
@@ -20,10 +18,12 @@ except ImportError:  # built without a C compiler
 
 # An extension built before the sum existed (an editable install not rebuilt) lacks it.
 compiled = _native is not None and hasattr(_native, "checksum")
-K1 = np.uint64(0x9E3779B97F4A7C15)
-M1 = np.uint64(0xFF51AFD7ED558CCD)
-M2 = np.uint64(0xC4CEB9FE1A85EC53)
-S33 = np.uint64(33)
+# The mix's constants (the numpy sum makes them numpy's: this module imports no numpy where
+# the compiled sum is built, so that a cache file's checks can start before numpy is imported).
+K1 = 0x9E3779B97F4A7C15
+M1 = 0xFF51AFD7ED558CCD
+M2 = 0xC4CEB9FE1A85EC53
+S33 = 33
 MAX_ZEROS = 1 << 30  # zeros after a piece's bytes, at most (pieces and their padding are far less)
 
 
@@ -36,6 +36,9 @@ def checksum(data: memoryview | bytes, length: int) -> int:
 
 
 def checksum_numpy(data: memoryview | bytes, length: int) -> int:
+    import numpy as np
+
+    k1, m1, m2, s33 = (np.uint64(c) for c in (K1, M1, M2, S33))
     size = memoryview(data).nbytes
     if length < size or length % 8 or length - size > MAX_ZEROS:
         raise ValueError("a piece's length is a multiple of 8 and holds the buffer, with at most 1 GiB of zeros "
@@ -45,10 +48,10 @@ def checksum_numpy(data: memoryview | bytes, length: int) -> int:
     if not np.little_endian:
         words.byteswap(inplace=True)  # the words as little-endian, as the file stores them
     with np.errstate(over="ignore"):
-        x = words ^ (np.arange(len(words), dtype=np.uint64) * K1)
-        x ^= x >> S33
-        x *= M1
-        x ^= x >> S33
-        x *= M2
-        x ^= x >> S33
+        x = words ^ (np.arange(len(words), dtype=np.uint64) * k1)
+        x ^= x >> s33
+        x *= m1
+        x ^= x >> s33
+        x *= m2
+        x ^= x >> s33
         return int(x.sum(dtype=np.uint64))

@@ -18,41 +18,24 @@ faults, not reads, and nothing can write back into the file.
 from __future__ import annotations
 
 import errno
-import io
 import mmap
 import os
 import pickle
-import struct
-import threading
 import zlib
 from collections.abc import Callable
-from typing import TypeVar
 
 import numpy as np
 
 from memtui.atomic import make_temp_file, temp_file_done
-from memtui.cache.checksum import checksum
+from memtui.cache import check_ahead, file_check
+from memtui.cache.file_check import HEADER, MAGIC, CheckedFile, CorruptCache, aligned, check_file, each_on_cores
 from memtui.cache.names import FORMAT_VERSION
-from memtui.cores import usable_cores
-from memtui.load.opcode_check import OpcodeCheck
-from memtui.load.regular_file import NotRegularFile, open_regular_file
-from memtui.load.safe_pickle import RestrictedUnpickler
 
-MAGIC = b"MEMTUI\x00C"
-_HEADER = struct.Struct("<8sIQIQ")
-_ALIGN = 4096
+__all__ = ["CorruptCache", "WriteStopped", "read_cache_file", "write_cache_file"]
+
 _PIECE = 8 << 20  # a write stops within one piece of being asked to
-CHECK_PIECE = 8 << 20  # one checksum per piece of an array, so that many cores can check one array
 _FILL_FROM = 64 << 10  # a constant integer array from this size is stored as its value
 FILL_RATIO = 8  # the arrays given by their value take at most this many times the file's size
-
-
-_Item = TypeVar("_Item")
-_Result = TypeVar("_Result")
-
-
-class CorruptCache(Exception):
-    """The file is not a complete, intact cache file of this version."""
 
 
 class WriteStopped(Exception):
@@ -71,7 +54,7 @@ def write_cache_file(path: str, arrays: dict[str, np.ndarray], meta: dict,
     """
     arrays = {name: np.ascontiguousarray(array) for name, array in arrays.items()}
     fills = {name: _fill_value(array) for name, array in arrays.items()}
-    stored_bytes = sum(_aligned(array.nbytes) for name, array in arrays.items() if fills[name] is None)
+    stored_bytes = sum(aligned(array.nbytes) for name, array in arrays.items() if fills[name] is None)
     table: list[dict] = []
     stored: list[np.ndarray] = []
     offset = 0
@@ -83,18 +66,18 @@ def write_cache_file(path: str, arrays: dict[str, np.ndarray], meta: dict,
         table.append({"name": name, "dtype": array.dtype.str, "shape": array.shape, "offset": offset,
                       "nbytes": array.nbytes})
         stored.append(array)
-        offset += _aligned(array.nbytes)
+        offset += aligned(array.nbytes)
     data = [memoryview(array).cast("B") if array.nbytes else memoryview(b"") for array in stored]
-    checks = _each_on_cores(_piece_checks, data)
+    checks = each_on_cores(file_check.piece_checks, data)
     entries = [entry for entry in table if "fill" not in entry]
-    for entry, piece_checks in zip(entries, checks):
-        entry["checks"] = piece_checks
+    for entry, entry_checks in zip(entries, checks):
+        entry["checks"] = entry_checks
     meta = dict(meta, arrays=table, data_length=offset)
     meta_bytes = pickle.dumps(meta, protocol=4)
-    data_start = _aligned(_HEADER.size + len(meta_bytes))
+    data_start = aligned(HEADER.size + len(meta_bytes))
     total = data_start + offset
-    header = _HEADER.pack(MAGIC, FORMAT_VERSION, len(meta_bytes), zlib.crc32(meta_bytes), total)
-    head = header + meta_bytes + bytes(data_start - _HEADER.size - len(meta_bytes))
+    header = HEADER.pack(MAGIC, FORMAT_VERSION, len(meta_bytes), zlib.crc32(meta_bytes), total)
+    head = header + meta_bytes + bytes(data_start - HEADER.size - len(meta_bytes))
     # Every piece starts at a page boundary of the file (each array does), so each can be
     # mapped on its own; the padding after each array is the file's zeros.
     pieces = [(data_start + entry["offset"] + at, view[at:at + _PIECE])
@@ -144,36 +127,7 @@ def _write_data(fd: int, head: bytes, pieces: list[tuple[int, memoryview]], tota
             _store_piece(fd, at, piece, mapped=False)
         os.ftruncate(fd, total)
         return True
-    return all(_each_on_cores(lambda item: not stop() and _store_piece(fd, *item, mapped=True), pieces))
-
-
-def _each_on_cores(task: Callable[[_Item], _Result], items: list[_Item]) -> list[_Result]:
-    """``task`` of each item, in order, on a thread a core the process may use (the checksums
-    and numpy's copies let go of the GIL): the checksums, written and read, and the pieces
-    stored. Daemon threads, unlike a pool's: a piece stuck on a slow disk must not hold up
-    the end of a process that ends on a signal (the cache abandons such a write and
-    removes its file, see ModelCache.abandon)."""
-    results: list = [None] * len(items)
-    errors: list[BaseException] = []
-    order = iter(range(len(items)))  # shared: each thread takes the next index (atomic)
-
-    def work() -> None:
-        for i in order:
-            try:
-                results[i] = task(items[i])
-            except BaseException as exc:  # noqa: BLE001 - raised in the calling thread below
-                errors.append(exc)
-                return
-
-    threads = [threading.Thread(target=work, name="memtui-cache-piece", daemon=True)
-               for _ in range(min(usable_cores(), 32, len(items)))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-    return results
+    return all(each_on_cores(lambda item: not stop() and _store_piece(fd, *item, mapped=True), pieces))
 
 
 def _store_piece(fd: int, at: int, piece: memoryview, mapped: bool) -> bool:
@@ -203,51 +157,19 @@ def _fill_value(array: np.ndarray) -> int | None:
     return int(first) if flat.min() == first and flat.max() == first else None
 
 
-def _piece_checks(data: memoryview) -> list[int]:
-    """The checksum of each CHECK_PIECE of an array's bytes followed by its padding to the page."""
-    padded_end = _aligned(len(data))
-    return [checksum(data[start:min(start + CHECK_PIECE, len(data))], min(CHECK_PIECE, padded_end - start))
-            for start in range(0, max(padded_end, 1), CHECK_PIECE)]
-
-
 def read_cache_file(path: str) -> tuple[dict[str, np.ndarray], dict]:
-    """(arrays, metadata) of a verified cache file; raises CorruptCache otherwise."""
-    try:
-        fh = open_regular_file(path)  # something else put there (a pipe) is refused, not waited on
-    except NotRegularFile:
-        raise CorruptCache("not a regular file") from None
-    with fh:
-        size = os.fstat(fh.fileno()).st_size
-        head = fh.read(_HEADER.size)
-        if len(head) != _HEADER.size:
-            raise CorruptCache("short header")
-        magic, version, meta_len, meta_crc, total = _HEADER.unpack(head)
-        if magic != MAGIC or version != FORMAT_VERSION:
-            raise CorruptCache("not a cache file of this version")
-        if total != size or _HEADER.size + meta_len > size:
-            raise CorruptCache(f"length {size}, expected {total}")
-        meta_bytes = fh.read(meta_len)
-        if zlib.crc32(meta_bytes) != meta_crc:
-            raise CorruptCache("metadata checksum")
-        try:
-            # Walked first, as every pickle memtui reads: a cache file is only as trusted as
-            # the folder it is in, and a memo index or length that lies would allocate gigabytes.
-            OpcodeCheck(path, len(meta_bytes), len(meta_bytes), lambda n, at: f"a length of {n}").feed(meta_bytes)
-            meta = RestrictedUnpickler(io.BytesIO(meta_bytes)).load()
-        except Exception as exc:
-            raise CorruptCache(f"metadata unreadable ({type(exc).__name__})") from None
-        data_start = _aligned(_HEADER.size + meta_len)
-        if not isinstance(meta, dict) or data_start + meta.get("data_length", -1) != size:
-            raise CorruptCache("data length")
-        mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
-    # Every byte after the metadata, padding included, is checked before anything is used.
-    if any(mapped[_HEADER.size + meta_len:data_start]):
-        raise CorruptCache("bytes between the metadata and the data")
+    """(arrays, metadata) of a verified cache file; raises CorruptCache otherwise. The file's
+    bytes are checked here, or were checked while the command's imports ran (check_ahead)."""
+    checked = check_ahead.take(path) or check_file(path)
+    return _arrays_of(checked), checked.meta
+
+
+def _arrays_of(checked: CheckedFile) -> dict[str, np.ndarray]:
+    """Each array of a checked file: a view of its data, or made from its one value."""
     arrays = {}
-    pieces: list[tuple[int, int, int, str]] = []  # (start, end, checksum, array name)
-    extents = []
+    size = checked.identity[2]
     try:
-        for entry in meta["arrays"]:
+        for entry in checked.meta["arrays"]:
             name, dtype, shape = entry["name"], np.dtype(entry["dtype"]), tuple(entry["shape"])
             count = int(np.prod(shape, dtype=np.int64))
             if dtype.hasobject or count < 0:
@@ -261,34 +183,10 @@ def read_cache_file(path: str) -> tuple[dict[str, np.ndarray], dict]:
                 # pages: nothing is written (a 10M-row column of zeros cost 10-80 MB written).
                 arrays[name] = np.zeros(shape, dtype) if fill == 0 else np.full(shape, fill, dtype)
                 continue
-            start = data_start + entry["offset"]
-            end = start + _aligned(entry["nbytes"])
-            checks = entry["checks"]
-            if count * dtype.itemsize != entry["nbytes"] or start < data_start or end > size \
-                    or len(checks) != max(1, -(-(end - start) // CHECK_PIECE)):
+            if count * dtype.itemsize != entry["nbytes"]:  # its place and bytes were checked (file_check)
                 raise CorruptCache(f"array {name} does not fit")
-            arrays[name] = np.frombuffer(mapped, dtype, count, start).reshape(shape)
-            extents.append((start, end))
-            pieces += [(at, min(at + CHECK_PIECE, end), check, name)
-                       for at, check in zip(range(start, end, CHECK_PIECE), checks)]
-            if start == end:
-                pieces.append((start, end, checks[0], name))
+            start = checked.data_start + entry["offset"]
+            arrays[name] = np.frombuffer(checked.mapped, dtype, count, start).reshape(shape)
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise CorruptCache(f"array table ({type(exc).__name__})") from None
-    view = memoryview(mapped)
-    got = _each_on_cores(lambda piece: checksum(view[piece[0]:piece[1]], piece[1] - piece[0]), pieces)
-    for (_, _, expected, name), check in zip(pieces, got):
-        if check != expected:
-            raise CorruptCache(f"array {name} checksum")
-    position = data_start
-    for start, end in sorted(extents):
-        if start != position:
-            raise CorruptCache("arrays overlap or leave a gap")
-        position = end
-    if position != size:
-        raise CorruptCache("data not covered by the array table")
-    return arrays, meta
-
-
-def _aligned(n: int) -> int:
-    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+    return arrays

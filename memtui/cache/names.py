@@ -43,12 +43,19 @@ def entry_key(path: str | os.PathLike, schema: str) -> str:
     return file_part(path) + schema[:SCHEMA_PART]
 
 
-def has_entry(root: str, path: str | os.PathLike) -> bool:
-    """Whether the cache at ``root`` keeps a model of ``path``'s content, of any schema; False
-    when either cannot be read."""
+def kept_entry(root: str, path: str | os.PathLike) -> str | None:
+    """The entry in the cache at ``root`` that keeps a model of ``path``'s content, of any
+    schema (the one written last, where models of several are kept); None when there is
+    none, or either cannot be read."""
     try:
         prefix = file_part(path)
         with os.scandir(format_folder(root)) as entries:
-            return any(e.name.startswith(prefix) and e.name.endswith(ENTRY_SUFFIX) for e in entries)
+            kept = [e for e in entries if e.name.startswith(prefix) and e.name.endswith(ENTRY_SUFFIX)]
+        return max(kept, key=lambda e: e.stat().st_mtime_ns).path if kept else None
     except OSError:
-        return False
+        return None
+
+
+def has_entry(root: str, path: str | os.PathLike) -> bool:
+    """Whether the cache at ``root`` keeps a model of ``path``'s content, of any schema."""
+    return kept_entry(root, path) is not None

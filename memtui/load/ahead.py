@@ -67,6 +67,13 @@ def _memory_limited() -> bool:
     return any(resource.getrlimit(r)[0] != resource.RLIM_INFINITY for r in limits if r is not None)
 
 
+def worth_a_thread(threads: int | None = None) -> bool:
+    """Whether work begun before the imports may run beside them: on one core it would only
+    take turns with them, and under a limit of the address space its threads' reservations
+    could make the imports fail. ``threads``: the cores the work may use (else the process's)."""
+    return (usable_cores() if threads is None else threads) >= MIN_CORES and not _memory_limited()
+
+
 def _read_by_workers(size: int) -> bool:
     """Whether the scanner reads a file of ``size`` bytes with workers: two ranges of its
     smallest (src/memtui_native/parallel.c, MIN_RANGE: 32 MB). A smaller file it reads in
@@ -228,7 +235,7 @@ def start(path: str, unless: Callable[[], bool] | None = None, pair_by: Roles | 
     if _native is None or os.environ.get("MEMTUI_NO_NATIVE") or _started is not None:
         return False
     threads = scan_threads()
-    if threads < MIN_CORES or _memory_limited():
+    if not worth_a_thread(threads):
         return False
     try:
         with open_regular_file(path, buffering=0) as fh:  # a pipe is refused, not waited on

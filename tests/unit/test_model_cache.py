@@ -229,11 +229,12 @@ def test_a_cache_file_whose_metadata_lies_is_refused_at_once(tmp_path):
     import time
     import zlib
 
-    from memtui.cache.fileformat import _HEADER, MAGIC, CorruptCache, read_cache_file
+    from memtui.cache.file_check import HEADER, MAGIC
+    from memtui.cache.fileformat import CorruptCache, read_cache_file
 
     meta = b"\x80\x04Nr" + struct.pack("<I", 1 << 28) + b"."
     path = tmp_path / "entry.cache"
-    path.write_bytes(_HEADER.pack(MAGIC, FORMAT_VERSION, len(meta), zlib.crc32(meta), _HEADER.size + len(meta)) + meta)
+    path.write_bytes(HEADER.pack(MAGIC, FORMAT_VERSION, len(meta), zlib.crc32(meta), HEADER.size + len(meta)) + meta)
     start = time.monotonic()
     with pytest.raises(CorruptCache, match="metadata unreadable"):
         read_cache_file(str(path))
@@ -261,9 +262,9 @@ def test_constant_arrays_are_stored_as_their_value_and_read_back_whole(tmp_path)
 
 
 def test_a_damaged_piece_in_the_middle_of_a_long_array_is_found(tmp_path, monkeypatch):
-    from memtui.cache import fileformat
+    from memtui.cache import file_check, fileformat
 
-    monkeypatch.setattr(fileformat, "CHECK_PIECE", 1 << 16)
+    monkeypatch.setattr(file_check, "CHECK_PIECE", 1 << 16)
     path = tmp_path / "entry.mtc"
     fileformat.write_cache_file(str(path), {"long": np.arange(100_000, dtype=np.int64)}, {})
     data = bytearray(path.read_bytes())
@@ -277,14 +278,14 @@ def test_a_stored_value_standing_for_more_than_the_file_can_is_refused(tmp_path)
     import pickle
     import zlib
 
-    from memtui.cache import fileformat
+    from memtui.cache import file_check, fileformat
 
     meta = pickle.dumps({"arrays": [{"name": "huge", "dtype": "|i1", "shape": (1 << 40,), "fill": 0}],
                          "data_length": 0}, protocol=4)
-    start = fileformat._aligned(fileformat._HEADER.size + len(meta))
+    start = file_check.aligned(file_check.HEADER.size + len(meta))
     path = tmp_path / "entry.mtc"
-    path.write_bytes(fileformat._HEADER.pack(fileformat.MAGIC, fileformat.FORMAT_VERSION, len(meta), zlib.crc32(meta),
-                                             start) + meta + bytes(start - fileformat._HEADER.size - len(meta)))
+    path.write_bytes(file_check.HEADER.pack(file_check.MAGIC, FORMAT_VERSION, len(meta), zlib.crc32(meta),
+                                            start) + meta + bytes(start - file_check.HEADER.size - len(meta)))
     with pytest.raises(fileformat.CorruptCache, match="huge does not fit"):
         fileformat.read_cache_file(str(path))
 
