@@ -15,6 +15,7 @@ plus at most ``K`` lives started after it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 
 import numpy as np
 
@@ -217,7 +218,9 @@ class MappedRanges:
 
     def __init__(self, device: DeviceModel) -> None:
         trace = device.trace
-        ops = np.flatnonzero(act.one_of(trace.action, (act.SEGMENT_MAP, act.SEGMENT_UNMAP)))
+        range_ops = (act.SEGMENT_MAP, act.SEGMENT_UNMAP)
+        ops = np.flatnonzero(act.one_of(trace.action, range_ops)) if device.has_any_action(range_ops) else \
+            np.zeros(0, np.int64)
         if device.partial_trace:
             ops = ops[:0]  # a filtered trace is not replayed: the ranges mapped at the end, throughout
         self.op_index = ops
@@ -320,7 +323,6 @@ class Replayer:
             self._life_end = np.where(lives.end == NONE, n, lives.end)
         if indexed:
             self.blocks = IntervalIndex(self._life_start, self._life_end, n)
-        self.life_bytes = block_bytes(device)
 
         seg_lives = device.segment_lives
         # Expandable segments grow and shrink by segment_map/segment_unmap of address
@@ -346,11 +348,40 @@ class Replayer:
         # A trace recorded with skip_actions=["segment_alloc", "segment_free"] has block
         # events and no segment events: memory it shows in a segment the snapshot no longer
         # lists (emptied from the cache since) stands in a segment of its own extent.
-        self._infer_segments = not self.partial and len(lives) > 0 and not act.any_of(
-            device.trace.action, act.SEGMENT_ACTIONS)
+        self._infer_segments = not self.partial and len(lives) > 0 and not device.has_any_action(
+            tuple(act.SEGMENT_ACTIONS))
+        # The lives that are a block of the snapshot's end, sorted, and that block: a few
+        # thousand, searched (a column of every life was 26 MB written before the first screen at 10M).
         linked = np.nonzero(device.block_life != NONE)[0]
-        self._final_of_life = np.full(len(lives), NONE, np.int64)
-        self._final_of_life[device.block_life[linked]] = linked
+        order = np.argsort(device.block_life[linked], kind="stable")
+        self._linked_lives = device.block_life[linked][order].astype(np.int64)
+        self._linked_blocks = linked[order].astype(np.int64)
+
+    @cached_property
+    def life_bytes(self) -> np.ndarray:
+        """Bytes each life occupies in its segment (:func:`block_bytes`): a column of every
+        life, made when first asked for; a state takes its open lives' bytes alone."""
+        return block_bytes(self.device)
+
+    def _final_of(self, lives: np.ndarray) -> np.ndarray:
+        """The block of the snapshot's end each of ``lives`` is, or NONE (where two blocks name
+        one life, the later)."""
+        if not len(self._linked_lives):
+            return np.full(len(lives), NONE, np.int64)
+        at = np.searchsorted(self._linked_lives, lives, "right") - 1
+        safe = np.maximum(at, 0)
+        return np.where((at >= 0) & (self._linked_lives[safe] == lives), self._linked_blocks[safe], NONE)
+
+    def _bytes_of(self, lives: np.ndarray, finals: np.ndarray) -> np.ndarray:
+        """``life_bytes[lives]``, given each life's final block (``_final_of``), without the
+        whole column where it is not made yet."""
+        if "life_bytes" in self.__dict__:
+            made: np.ndarray = self.life_bytes[lives]
+            return made
+        sizes = rounded_block_sizes(self.device.lives.size[lives])
+        linked = finals != NONE
+        sizes[linked] = self.device.blocks.size[finals[linked]]
+        return sizes
 
     @property
     def nbytes(self) -> int:
@@ -480,11 +511,12 @@ class Replayer:
 
         pre_b = self._pre_blocks
         blk_addr = _concat(dev.lives.addr[lives], dev.blocks.address[pre_b])
-        blk_size = np.concatenate([self.life_bytes[lives], dev.blocks.size[pre_b].astype(np.int64)])
+        finals = self._final_of(lives)
+        blk_size = np.concatenate([self._bytes_of(lives, finals), dev.blocks.size[pre_b].astype(np.int64)])
         pre_state = np.where(dev.blocks.state[pre_b] == PENDING_FREE, PENDING_FREE, ALLOCATED)
         blk_state = np.concatenate([np.where(pending, PENDING_FREE, ALLOCATED), pre_state]).astype(np.int8)
         blk_life = np.concatenate([lives, np.full(len(pre_b), NONE)]).astype(np.int64)
-        blk_final = np.concatenate([self._final_of_life[lives], pre_b.astype(np.int64)])
+        blk_final = np.concatenate([finals, pre_b.astype(np.int64)])
 
         pre_s = self._pre_segments
         map_addr, map_size, map_stream, map_final = self.mapped.ranges_at(i)
@@ -535,14 +567,20 @@ def block_bytes(device: DeviceModel) -> np.ndarray:
     a large block may keep an unsplit remainder). The snapshot's block table has the real
     size of every block still live, so it wins; other lives get the 512-byte rounding.
     """
+    rounded = rounded_block_sizes(device.lives.size)
+    linked = device.block_life != NONE
+    rounded[device.block_life[linked]] = device.blocks.size[linked].astype(np.int64)
+    return rounded
+
+
+def rounded_block_sizes(sizes: np.ndarray) -> np.ndarray:
+    """Requested ``sizes`` rounded up as the allocator rounds them, as a new int64 array."""
     # In place on one copy: three temporaries of every life cost more than the arithmetic.
-    rounded = device.lives.size.astype(np.int64)
+    rounded = sizes.astype(np.int64)
     rounded += MIN_BLOCK_SIZE - 1
     rounded //= MIN_BLOCK_SIZE
     rounded *= MIN_BLOCK_SIZE
     np.maximum(rounded, 0, out=rounded)  # a size of 0 or less (never a real block) takes no bytes
-    linked = device.block_life != NONE
-    rounded[device.block_life[linked]] = device.blocks.size[linked].astype(np.int64)
     return rounded
 
 

@@ -163,7 +163,7 @@ def put_together(arrays: dict[str, np.ndarray], meta: dict, source_path: str) ->
         actions=ActionTable(meta["actions"]),
         devices=devices,
         allocator_settings=meta["allocator_settings"],
-        annotations=ExternalAnnotations(_annotation_rows(meta["annotations"]), _annotation_of_row),
+        annotations=ExternalAnnotations(_annotation_rows(meta["annotations"]), _annotation_of_row, rows=True),
         header=meta["header"],
         warnings=list(meta["warnings"]),
         traced_devices=int(meta["traced_devices"]),

@@ -117,3 +117,36 @@ def test_lives_sharing_an_address_keep_one_order_however_the_state_was_found(tmp
     assert len(found[0].blk_life) >= 2
     for state in found[1:]:
         _same(found[0], state)
+
+
+@pytest.mark.parametrize("path", every_real_file())
+def test_a_state_takes_its_open_lives_bytes_alone(path):
+    # The first screen's state came with a column of every life's bytes and of its final
+    # block (26 MB each at 10M events); now each state works out those of its open lives.
+    snap = cached(str(path))
+    rng = np.random.default_rng(11)
+    for dev in snap.devices:
+        n = len(dev.trace)
+        if not n:
+            continue
+        alone, whole = Replayer(dev, indexed=False), Replayer(dev, indexed=False)
+        whole.life_bytes  # noqa: B018 - the column made first: states take their bytes from it
+        for i in _moves(n, rng):
+            _same(alone.state_at(i), whole.state_at(i))
+        assert "life_bytes" not in alone.__dict__
+
+
+def test_the_replayer_reads_the_action_counts_not_the_actions(monkeypatch):
+    # Whether a trace maps or unmaps ranges, and whether it has segment events at all, was
+    # a pass over every action code (20-30 ms at 10M events); the trace's counts say it.
+    from memtui.model import actions as act
+    from tests.conftest import SAMPLES
+
+    dev = cached(str(SAMPLES / "oom_training.pickle.xz")).devices[0]
+    dev._action_counts  # noqa: B018 - made (a warm open reads them from the cache)
+
+    def no_pass(*args, **kwargs):
+        raise AssertionError("a pass over the action codes")
+    monkeypatch.setattr(act, "one_of", no_pass)
+    monkeypatch.setattr(act, "any_of", no_pass)
+    Replayer(dev, indexed=False).state_at(len(dev.trace) - 1)

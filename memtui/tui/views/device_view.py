@@ -17,6 +17,7 @@ from memtui.analysis.live import allocated_curve, reserved_curve
 from memtui.cache.index_store import load_index, store_index_later
 from memtui.cache.store import ModelCache
 from memtui.model import DeviceModel, Snapshot
+from memtui.model.snapshot import annotation_fields
 from memtui.replay import Replayer
 
 
@@ -114,13 +115,13 @@ def _annotation_marks(snapshot: Snapshot, device: DeviceModel) -> AnnotationMark
     empty = AnnotationMarks(np.zeros(0, np.int64), np.zeros(0, np.int64), [])
     starts: list[tuple[float, str]] = []
     ends: dict[str, list[float]] = {}
-    for a in snapshot.annotations:
-        if a.device != device.device or not math.isfinite(a.time_us):
+    for on, stage, name, time_us in annotation_fields(snapshot.annotations):
+        if on != device.device or not math.isfinite(time_us):
             continue
-        if a.stage == "START":
-            starts.append((a.time_us, a.name))
-        elif a.stage == "END":
-            ends.setdefault(a.name, []).append(a.time_us)
+        if stage == "START":
+            starts.append((time_us, name))
+        elif stage == "END":
+            ends.setdefault(name, []).append(time_us)
     if not starts or not n or not _finite_and_ordered(times):
         return empty  # without ordered times, annotations cannot be placed among events
     start_t = np.array([t for t, _ in starts])
