@@ -24,12 +24,14 @@ from textual.screen import Screen
 from memtui.atomic import remove_temp_files_being_written
 from memtui.cache.store import ModelCache
 from memtui.export.place import ANYWHERE, ExportPlace
+from memtui.model import Snapshot
 from memtui.tui.early_load import EarlyLoad
 from memtui.tui.key_order import OrderedKeys
 from memtui.tui.keys_pause import WorkAfterKeysPause
 from memtui.tui.lifecycle import run_in_terminal
 from memtui.tui.messages import LoadFailed, LoadFinished
 from memtui.tui.screens.loading import Loader, LoadingScreen
+from memtui.tui.views.device_view import DeviceView
 from memtui.tui.views.key_table import app_key_rows
 
 
@@ -73,6 +75,13 @@ class ExplorerApp(OrderedKeys, WorkAfterKeysPause, App[int]):
             return
         self.loading = True
         self._hold_cache_writes()
+        if started is not None and started.opened_already():
+            # Opened while Textual was imported: the explorer is shown at once, with no
+            # loading screen made and styled first (and its worker started) to be replaced.
+            opened = started.take(lambda *step: None, lambda: False)
+            if opened is not None:
+                self._show_explorer(*opened, loading_screen=False)
+                return
         self.push_screen(LoadingScreen(source, device, self.model_cache, started))
         self.call_after_refresh(_import_the_explorer)
 
@@ -84,14 +93,24 @@ class ExplorerApp(OrderedKeys, WorkAfterKeysPause, App[int]):
         self._release_cache_writes()
 
     def on_load_finished(self, message: LoadFinished) -> None:
+        self._show_explorer(message.snapshot, message.view, loading_screen=True)
+
+    def _show_explorer(self, snapshot: Snapshot, view: DeviceView, loading_screen: bool) -> None:
+        """The explorer of the snapshot just opened: in place of the ``loading_screen`` shown
+        (and of the explorer under it, if any), else in place of the explorer shown or over
+        the current screen."""
         from memtui.tui.screens.main import MainScreen
 
         if not self.loading:
             return  # stopped (q) while it finished
         self.loading = False
-        if isinstance(self.screen_stack[-2], MainScreen):
+        explorer = MainScreen(snapshot, view, show_source=self._show_source)
+        if loading_screen and isinstance(self.screen_stack[-2], MainScreen):
             self.pop_screen()  # the loading screen: the new explorer replaces the one under it
-        self.switch_screen(MainScreen(message.snapshot, message.view, show_source=self._show_source))
+        if loading_screen or isinstance(self.screen, MainScreen):
+            self.switch_screen(explorer)
+        else:
+            self.push_screen(explorer)
         self.call_after_refresh(self._after_first_screen)
 
     def on_load_failed(self, message: LoadFailed) -> None:

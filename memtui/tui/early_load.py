@@ -81,6 +81,11 @@ class EarlyLoad:
         finally:
             self._done.set()
 
+    def opened_already(self) -> bool:
+        """Whether the open has finished without an error (a warm open of a kept model
+        usually has by the time the app starts): :meth:`take` then returns at once."""
+        return self._done.is_set() and self._error is None
+
     def failed_already(self) -> tuple[str, int] | None:
         """The line and exit status of an open that has already failed (a missing device, a
         file refused from its start: usually before Textual is imported), else None. Said

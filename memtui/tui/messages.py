@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
-from memtui.export.writer import ExportResult
 from memtui.model import Snapshot
-from memtui.tui.views.breakdown_view import DeviceBreakdown
 from memtui.tui.views.device_view import DeviceView
-from memtui.tui.views.log_scope import Filter
-from memtui.tui.views.search import SearchResult
+
+if TYPE_CHECKING:  # named in the messages' fields alone: imported by what sends them, after the first screen
+    from memtui.export.writer import ExportResult
+    from memtui.tui.views.breakdown_view import DeviceBreakdown
+    from memtui.tui.views.log_scope import Filter
+    from memtui.tui.views.search import SearchResult
 
 
 class Latest(Message):

@@ -47,6 +47,33 @@ async def test_the_app_shows_the_model_and_view_the_early_open_made(tmp_path):
     assert sum(name.endswith(".mtc") for name in names) == 1 and sum(".curves" in name for name in names) == 1
 
 
+async def test_an_open_finished_before_the_app_started_shows_no_loading_screen(tmp_path, monkeypatch):
+    # A warm open is usually done while Textual is imported: the loading screen was made,
+    # styled and given a worker only to be replaced at once.
+    from memtui.tui.screens import loading
+
+    path = write_tiny_snapshot(tmp_path)
+    cache = ModelCache(str(tmp_path / "cache"))
+    cache.store(path, open_snapshot(path))
+    made: list[object] = []
+    real_init = loading.LoadingScreen.__init__
+
+    def counted(self, *args, **kwargs):
+        made.append(self)
+        real_init(self, *args, **kwargs)
+    monkeypatch.setattr(loading.LoadingScreen, "__init__", counted)
+    started = EarlyLoad(path, None, cache)
+    started._done.wait(30)
+    assert started.opened_already()
+    app = MemtuiApp(path, cache=cache, started=started)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _settle(app, pilot, lambda: isinstance(app.screen, MainScreen))
+        assert isinstance(app.screen, MainScreen) and not app.loading
+        assert len(app.screen_stack) == 2 and made == []
+        await pilot.press("q")
+    assert app.return_code == 0
+
+
 async def test_a_file_the_early_open_cannot_read_ends_the_app_with_its_one_line(tmp_path):
     path = tmp_path / "broken.pickle"
     path.write_bytes(b"\x80\x04not a snapshot")
