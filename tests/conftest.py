@@ -46,6 +46,15 @@ SAMPLES = ROOT / "sample_snapshots"
 SHARED = Path(os.environ.get("MEMTUI_SHARED_SNAPSHOTS", ROOT.parent / "shared" / "snapshots"))
 
 
+def uncompressed_sample(folder: Path, name: str = "oom_training") -> Path:
+    """The bundled sample ``name`` written uncompressed into ``folder`` (what the compiled
+    scanner reads with its workers, and the scan or checks started before the imports see)."""
+    path = folder / f"{name}.pickle"
+    with lzma.open(SAMPLES / f"{name}.pickle.xz") as src, open(path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return path
+
+
 def shared_files(pattern: str = "*.pickle*") -> list[Path]:
     """Real snapshots in ../shared/snapshots (empty when the folder is absent)."""
     if not SHARED.is_dir():

@@ -4,9 +4,7 @@ passed; anything else leaves the read to check the file by itself, with the same
 
 from __future__ import annotations
 
-import lzma
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,18 +18,15 @@ from memtui.cache.names import kept_entry
 from memtui.cache.store import ModelCache
 from memtui.load import ahead
 from memtui.open import open_snapshot
+from tests.conftest import uncompressed_sample
 from tests.fixtures.model_equality import assert_same_model
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLE = ROOT / "sample_snapshots" / "oom_training.pickle.xz"
 
 
 @pytest.fixture
 def snapshot(tmp_path) -> Path:
-    path = tmp_path / "oom_training.pickle"
-    with lzma.open(SAMPLE) as src, open(path, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    return path
+    return uncompressed_sample(tmp_path)
 
 
 @pytest.fixture(autouse=True)

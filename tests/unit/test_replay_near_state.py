@@ -38,18 +38,25 @@ def _same(a, b) -> None:
             assert x == y, f.name
 
 
+def _along_moves(path, seed: int, make_pair) -> list[Replayer]:
+    """Each device's pair of replayers (``make_pair(dev)``) agreeing along a user's moves;
+    the first of each pair, to be asked how it got there."""
+    rng = np.random.default_rng(seed)
+    firsts = []
+    for dev in cached(str(path)).devices:
+        if not len(dev.trace):
+            continue
+        first, second = make_pair(dev)
+        for i in _moves(len(dev.trace), rng):
+            _same(first.state_at(i), second.state_at(i))
+        firsts.append(first)
+    return firsts
+
+
 @pytest.mark.parametrize("path", every_real_file())
 def test_a_state_near_the_last_one_is_the_indexed_replayers(path):
-    snap = cached(str(path))
-    rng = np.random.default_rng(7)
-    for dev in snap.devices:
-        n = len(dev.trace)
-        if not n:
-            continue
-        near, indexed = Replayer(dev, indexed=False), Replayer(dev, indexed=True)
-        for i in _moves(n, rng):
-            _same(near.state_at(i), indexed.state_at(i))
-        assert not near.indexed  # every state above came without the index
+    near = _along_moves(path, 7, lambda dev: (Replayer(dev, indexed=False), Replayer(dev, indexed=True)))
+    assert not any(r.indexed for r in near)  # every state above came without the index
 
 
 @pytest.mark.parametrize("path", every_real_file())
@@ -123,17 +130,13 @@ def test_lives_sharing_an_address_keep_one_order_however_the_state_was_found(tmp
 def test_a_state_takes_its_open_lives_bytes_alone(path):
     # The first screen's state came with a column of every life's bytes and of its final
     # block (26 MB each at 10M events); now each state works out those of its open lives.
-    snap = cached(str(path))
-    rng = np.random.default_rng(11)
-    for dev in snap.devices:
-        n = len(dev.trace)
-        if not n:
-            continue
-        alone, whole = Replayer(dev, indexed=False), Replayer(dev, indexed=False)
-        whole.life_bytes  # noqa: B018 - the column made first: states take their bytes from it
-        for i in _moves(n, rng):
-            _same(alone.state_at(i), whole.state_at(i))
-        assert "life_bytes" not in alone.__dict__
+    def pair(dev):
+        whole = Replayer(dev, indexed=False)
+        whole.life_bytes  # noqa: B018 - the column made first: its states take their bytes from it
+        return Replayer(dev, indexed=False), whole
+
+    alone = _along_moves(path, 11, pair)
+    assert not any("life_bytes" in r.__dict__ for r in alone)
 
 
 def test_the_replayer_reads_the_action_counts_not_the_actions(monkeypatch):

@@ -8,7 +8,6 @@ import json
 import lzma
 import os
 import pickle
-import shutil
 import subprocess
 import sys
 import threading
@@ -26,21 +25,18 @@ from memtui.load.changes import file_state
 from memtui.model import Snapshot
 from memtui.model import actions as act
 from memtui.open import open_snapshot
+from tests.conftest import uncompressed_sample
 from tests.fixtures import variants
 from tests.fixtures.model_equality import assert_same_model
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLE = ROOT / "sample_snapshots" / "oom_training.pickle.xz"
 
 pytestmark = pytest.mark.skipif(not fast.available(), reason="the compiled scanner is not built")
 
 
 @pytest.fixture
 def snapshot(tmp_path) -> Path:
-    path = tmp_path / "oom_training.pickle"
-    with lzma.open(SAMPLE) as src, open(path, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    return path
+    return uncompressed_sample(tmp_path)
 
 
 @pytest.fixture(autouse=True)
