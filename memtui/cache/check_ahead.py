@@ -13,7 +13,7 @@ and change times as when it was checked) and only from checks that passed; anyth
 (a file replaced since, a check that failed, a guess at the wrong entry) leaves the read to
 check the file by itself, with the same outcome.
 
-This module imports nothing heavy; the checks' modules are imported on their thread.
+This module imports nothing heavy; the checks' modules are imported as they start.
 """
 
 from __future__ import annotations
@@ -31,9 +31,16 @@ class _Check:
     or None when they failed."""
 
     def __init__(self, path: str) -> None:
+        # Imported here, on the thread that imports everything else: two threads importing
+        # modules that import each other can deadlock, which Python breaks with an error.
+        from memtui.cache.file_check import check_file
+        from memtui.cores import usable_cores
+
         self.path = path
         self.result: CheckedFile | None = None
         self.done = threading.Event()
+        self._check_file = check_file
+        self._cores = usable_cores() - 1  # a core is left to the imports: the answer waits for them
         self._thread = threading.Thread(target=self._run, name="memtui-check-ahead", daemon=True)
 
     def start(self) -> None:
@@ -41,11 +48,7 @@ class _Check:
 
     def _run(self) -> None:
         try:
-            from memtui.cache.file_check import check_file
-            from memtui.cores import usable_cores
-
-            # A core is left to the imports the checks run beside: they are what the answer waits for.
-            self.result = check_file(self.path, cores=usable_cores() - 1)
+            self.result = self._check_file(self.path, cores=self._cores)
         except Exception:  # noqa: BLE001 - the read checks the file again and says what is wrong
             self.result = None
         finally:

@@ -153,3 +153,15 @@ def test_the_replayer_reads_the_action_counts_not_the_actions(monkeypatch):
     monkeypatch.setattr(act, "one_of", no_pass)
     monkeypatch.setattr(act, "any_of", no_pass)
     Replayer(dev, indexed=False).state_at(len(dev.trace) - 1)
+
+
+@pytest.mark.parametrize("path", every_real_file())
+def test_each_lifes_final_block_is_the_one_the_block_table_names(path):
+    # Found by a search of the few lives that are a block at the end, where a column of every
+    # life was written (the later block where two name one life, as that column's writes gave).
+    for dev in cached(str(path)).devices:
+        column = np.full(len(dev.lives), NONE, np.int64)
+        linked = np.nonzero(dev.block_life != NONE)[0]
+        column[dev.block_life[linked]] = linked
+        every = np.arange(len(dev.lives), dtype=np.int64)
+        assert np.array_equal(Replayer(dev, indexed=False)._final_of(every), column)
