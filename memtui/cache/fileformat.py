@@ -10,9 +10,11 @@ The metadata lists each array's name, dtype, shape and offset, and the checksum 
 piece of its bytes and padding (memtui/cache/checksum.py); an integer array whose every
 value is the same (a column no entry of the trace sets) is listed with that value and takes
 no bytes. Reading checks all of it, every byte of data included, before a single array is
-handed out: a cache file is never trusted. The pieces are checked on every core the process
-may use. Arrays are views of a private (copy-on-write) memory map, so a warm open costs page
-faults, not reads, and nothing can write back into the file.
+handed out: a cache file is never trusted. The checks (memtui/cache/file_check.py) need no
+numpy, and may have run while the command was imported (memtui/cache/check_ahead.py); the
+pieces are checked on every core the process may use. Arrays are views of a private
+(copy-on-write) memory map, so a warm open costs page faults, not reads, and nothing can
+write back into the file.
 """
 
 from __future__ import annotations
