@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+import operator
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import Any, overload
 
@@ -47,6 +48,10 @@ class Annotation:
     time_us: float
 
 
+# An annotation's fields as a row, in Annotation's order (the model cache keeps them so).
+annotation_row = operator.attrgetter(*(f.name for f in fields(Annotation)))
+
+
 class ExternalAnnotations(Sequence[Annotation]):
     """The file's external annotations (spans the recording marked, ``external_annotations``),
     each made an Annotation when they are first read. A long recording has tens of thousands:
@@ -83,7 +88,7 @@ class ExternalAnnotations(Sequence[Annotation]):
         items = self._items
         if self._rows and items is not None:
             return [tuple(row) for row in items]
-        return [(a.device, a.stage, a.name, a.time_us) for a in self._all()]
+        return [annotation_row(a) for a in self._all()]
 
     def __len__(self) -> int:
         return self._len
@@ -111,7 +116,7 @@ def annotation_fields(annotations: Sequence[Annotation]) -> list[tuple[Any, ...]
     Annotation for each where they are the model cache's rows."""
     if isinstance(annotations, ExternalAnnotations):
         return annotations.fields()
-    return [(a.device, a.stage, a.name, a.time_us) for a in annotations]
+    return [annotation_row(a) for a in annotations]
 
 
 @dataclass
@@ -233,7 +238,7 @@ class DeviceModel:
         counts = self._action_counts
         return {name: int(counts[c]) for c, name in enumerate(names[:len(counts)]) if counts[c]}
 
-    def has_any_action(self, codes: tuple[int, ...]) -> bool:
+    def has_any_action(self, codes: Iterable[int]) -> bool:
         """Whether any entry of the trace has one of the action ``codes``: from the counts a
         warm open reads from the cache (a pass over ten million codes is 10 ms)."""
         counts = self._action_counts

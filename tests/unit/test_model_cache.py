@@ -500,5 +500,5 @@ def test_a_cache_whose_annotations_are_not_rows_of_their_fields_is_rebuilt(tmp_p
     snapshot["external_annotations"] = [{"stage": "START", "name": "step", "device": 0, "time_us": 1001.0}]
     path = tmp_path / "annotated.pickle"
     path.write_bytes(pickle.dumps(snapshot, protocol=4))
-    monkeypatch.setattr(layout, "_ANNOTATION_ROW", row)
+    monkeypatch.setattr(layout, "annotation_row", row)
     _written_then_refused_and_rebuilt(path, ModelCache(str(tmp_path / "cache")), monkeypatch)
