@@ -349,7 +349,7 @@ class Replayer:
         # events and no segment events: memory it shows in a segment the snapshot no longer
         # lists (emptied from the cache since) stands in a segment of its own extent.
         self._infer_segments = not self.partial and len(lives) > 0 and not device.has_any_action(
-            tuple(act.SEGMENT_ACTIONS))
+            act.SEGMENT_ACTIONS)
         # The lives that are a block of the snapshot's end, sorted, and that block: a few
         # thousand, searched (a column of every life was 26 MB written before the first screen at 10M).
         linked = np.nonzero(device.block_life != NONE)[0]

@@ -100,6 +100,10 @@ class CheckedFile:
     data_start: int
     identity: FileIdentity
 
+    @property
+    def size(self) -> int:
+        return self.identity[2]
+
 
 def check_file(path: str, cores: int | None = None) -> CheckedFile:
     """The cache file at ``path``, every byte of it checked on ``cores`` threads (else one a

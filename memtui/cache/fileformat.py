@@ -169,7 +169,7 @@ def read_cache_file(path: str) -> tuple[dict[str, np.ndarray], dict]:
 def _arrays_of(checked: CheckedFile) -> dict[str, np.ndarray]:
     """Each array of a checked file: a view of its data, or made from its one value."""
     arrays = {}
-    size = checked.identity[2]
+    most = FILL_RATIO * checked.size  # bytes an array given by its value may take at most
     try:
         for entry in checked.meta["arrays"]:
             name, dtype, shape = entry["name"], np.dtype(entry["dtype"]), tuple(entry["shape"])
@@ -179,7 +179,7 @@ def _arrays_of(checked: CheckedFile) -> dict[str, np.ndarray]:
             if "fill" in entry:
                 fill = entry["fill"]
                 # bounded by the file's size, so a lying table cannot make the reader allocate much
-                if dtype.kind not in "biu" or not isinstance(fill, int) or count * dtype.itemsize > FILL_RATIO * size:
+                if dtype.kind not in "biu" or not isinstance(fill, int) or count * dtype.itemsize > most:
                     raise CorruptCache(f"array {name} does not fit")
                 # OverflowError for a value the type cannot hold. Zeros are the system's untouched
                 # pages: nothing is written (a 10M-row column of zeros cost 10-80 MB written).

@@ -54,8 +54,3 @@ def kept_entry(root: str, path: str | os.PathLike) -> str | None:
         return max(kept, key=lambda e: e.stat().st_mtime_ns).path if kept else None
     except OSError:
         return None
-
-
-def has_entry(root: str, path: str | os.PathLike) -> bool:
-    """Whether the cache at ``root`` keeps a model of ``path``'s content, of any schema."""
-    return kept_entry(root, path) is not None

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from memtui import cli
-from memtui.cache.names import file_part, has_entry
+from memtui.cache.names import file_part, kept_entry
 from memtui.cache.store import ModelCache
 from memtui.errors import SnapshotError
 from memtui.load import ahead, fast
@@ -311,7 +311,7 @@ def test_nor_where_the_cache_keeps_a_model_of_it(snapshot, tmp_path, started):
     cli._scan_ahead(["info", str(snapshot), "--cache-dir", str(folder)])
     cache = ModelCache(str(folder))
     cache.store(snapshot, open_snapshot(snapshot))
-    assert has_entry(str(folder), snapshot)
+    assert kept_entry(str(folder), snapshot) is not None
     cli._scan_ahead(["info", str(snapshot), "--cache-dir", str(folder)])
     cli._scan_ahead(["--cache-dir", str(folder), "info", str(snapshot)])
     cli._scan_ahead(["info", str(snapshot), f"--cache-dir={folder}"])
@@ -328,8 +328,8 @@ def test_the_cache_names_an_entry_by_the_file_then_the_schema(snapshot, tmp_path
     assert os.listdir(cache.folder) == [key + ".mtc"]
     other = tmp_path / "other.pickle"
     other.write_bytes(snapshot.read_bytes() + b"\0")
-    assert has_entry(cache.root, snapshot) and not has_entry(cache.root, other)
-    assert not has_entry(str(tmp_path / "nowhere"), snapshot)
+    assert kept_entry(cache.root, snapshot) is not None and kept_entry(cache.root, other) is None
+    assert kept_entry(str(tmp_path / "nowhere"), snapshot) is None
 
 
 def test_the_early_modules_import_no_numpy():
