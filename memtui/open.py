@@ -16,7 +16,7 @@ import dataclasses
 import gc
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
 from typing import Protocol
@@ -28,12 +28,11 @@ from memtui.load.fast import FastFallback, Scanned, scan_snapshot
 from memtui.load.fast import available as fast_available
 from memtui.load.normalize import normalize
 from memtui.load.source import ProgressFn, SourceInfo, inspect_source
-from memtui.model import Snapshot, build_model
+from memtui.model import Snapshot, build_model, column_passes
 from memtui.model.actions import ActionTable
 from memtui.model.columns import narrow_type, narrowest
 from memtui.model.frames import NO_STACK, StackToken
 from memtui.model.lifetimes import Lifetimes, paired_elsewhere
-from memtui.model.slices import on_cores, slice_bounds
 from memtui.model.snapshot import PairedLives, assemble_model, device_count
 from memtui.model.trace import NARROW_COLUMNS, ModelTables, TraceBuilder, TraceColumns
 
@@ -247,49 +246,30 @@ def _model_columns(scanned: dict[str, np.ndarray], luts: dict[str, np.ndarray],
                    dtypes: dict[str, np.dtype]) -> dict[str, np.ndarray]:
     """The model's trace columns from the scanner's: ids through ``luts`` (scanner id ->
     model id), then each of NARROW_COLUMNS as narrow as its values allow (as narrowest), the
-    others typed as TraceBuilder types them, an infinite time made no time (NaN). The
-    lookups, the bounds and the times are taken a slice of rows at a time, the slices of
-    every column on one pool of the process's cores (a pool a column would wait for each
-    column's last slice)."""
-    out, sliced = {}, []
+    others typed as TraceBuilder types them, an infinite time made no time (NaN). Each lookup
+    with its bounds, each other column's bounds and the times are one pass on the process's
+    cores (model/column_passes.py)."""
+    out = {}
     for name, source in scanned.items():
         if name not in NARROW_COLUMNS:
             out[name] = source.astype(dtypes[name], copy=False)
-        elif name in luts:
-            out[name] = np.empty(len(source), luts[name].dtype)
-            sliced.append(name)
+            continue
+        if name in luts:
+            looked_up = np.empty(len(source), luts[name].dtype)
+            try:
+                span = column_passes.remap(source, luts[name], looked_up)
+            except column_passes.OutsideTable:  # never, from the scanner
+                raise FastFallback(f"a {name} id outside the scanner's table") from None
+            source = looked_up
+        elif source.dtype.kind == "i":
+            span = column_passes.bounds(source)
         else:
             out[name] = source  # as narrowest leaves one that is not of signed integers as it is
-            if source.dtype.kind == "i":
-                sliced.append(name)
-
-    def bounds_of(name: str, start: int, stop: int) -> tuple[str, int, int]:
-        piece = out[name][start:stop]
-        if name in luts:
-            ids, lut = scanned[name][start:stop], luts[name]
-            if len(ids) and (int(ids.min()) < -len(lut) or int(ids.max()) >= len(lut)):  # never, from the scanner
-                raise FastFallback(f"a {name} id outside the scanner's table")
-            # In bounds (checked above; -1 is the stack table's last entry, "no stack"), so wrap
-            # reads what the default mode reads, without its buffered copy of the output (at 10M
-            # rows 30 ms a column instead of 40-80).
-            np.take(lut, ids, out=piece, mode="wrap")
-        return name, int(piece.min()), int(piece.max())
-    def no_infinite_times(start: int, stop: int) -> None:
-        piece = out["time_us"][start:stop]  # the scanner's own memory, writable
-        piece[np.isinf(piece)] = np.nan  # as TraceBuilder.finish: an infinite time is no time
-
-    low: dict[str, int] = {}
-    high: dict[str, int] = {}
-    tasks: list[Callable[[], tuple[str, int, int] | None]] = [
-        partial(bounds_of, name, start, stop) for name in sliced for start, stop in slice_bounds(len(scanned[name]))]
+            continue
+        # an empty column is int8, as narrowest gives it
+        out[name] = source.astype(narrow_type(*span) if span is not None else np.int8, copy=False)
     if "time_us" in out:
-        tasks += [partial(no_infinite_times, start, stop) for start, stop in slice_bounds(len(out["time_us"]))]
-    for bounds in on_cores(tasks):
-        if bounds is not None:
-            column, lo, hi = bounds
-            low[column], high[column] = min(lo, low.get(column, lo)), max(hi, high.get(column, hi))
-    for name in sliced:  # an empty column is int8, as narrowest gives it
-        out[name] = out[name].astype(narrow_type(low[name], high[name]) if name in low else np.int8, copy=False)
+        column_passes.finite_times(out["time_us"])  # the scanner's own memory, writable
     return out
 
 

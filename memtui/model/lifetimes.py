@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from memtui.model.actions import one_of
+from memtui.model import column_passes
 from memtui.model.columns import narrow_type, sort_codes
 
 try:
@@ -103,8 +103,8 @@ def compute_lifetimes(
     caller expects these events to be a small part of the trace (the segments' among the
     blocks'); where they are, only they are paired (the answer is the same)."""
     if few and len(action) >= SPARSE_FROM:
-        # In trace order, by a comparison per code (actions.one_of): no sort.
-        taking_part = np.flatnonzero(one_of(action, set(start_codes + request_codes + end_codes)))
+        # In trace order, one compiled pass on the cores (model/column_passes.py): no sort.
+        taking_part = column_passes.positions(action, tuple(set(start_codes + request_codes + end_codes)))
         if len(taking_part) <= len(action) * SPARSE_SHARE:
             return _lifetimes_of_some(taking_part, action, addr, size, start_codes, request_codes, end_codes)
     if use_native and addr.dtype == np.int64 and len(action) < 2**31 - 1:

@@ -3,11 +3,12 @@ each action has, where the OOMs are, the first and last time, which actions carr
 how many entries carry forward frames, how many allocations are never freed.
 
 At ten million events each is a pass over a column of 10-80 MB; one after the other on one
-thread they were 60-80 ms of every ``memtui info``, warm or cold, whatever the cores. Here
-each column is cut into slices (model/slices.py) and each slice's figure is worked out by one
-task, on the cores the process may use, then the slices' figures are put together. Each is
-its own pass, so a view asks only for what it shows (the explorer's first screen wants the
-OOMs, not the counts); the device model keeps each once computed.
+thread they were 60-80 ms of every ``memtui info``, warm or cold, whatever the cores. The
+counts, the OOMs, the times and the forward frames are compiled passes on the cores the
+process may use (model/column_passes.py); the others cut their columns into slices
+(model/slices.py), each slice's figure worked out by one task on those cores, then put
+together. Each is its own pass, so a view asks only for what it shows (the explorer's first
+screen wants the OOMs, not the counts); the device model keeps each once computed.
 """
 
 from __future__ import annotations
@@ -17,31 +18,23 @@ import math
 import numpy as np
 
 from memtui.model import actions as act
+from memtui.model import column_passes
 from memtui.model.slices import on_slices
 
 
 def action_counts(action: np.ndarray) -> np.ndarray:
     """Events per action code (int64), as long as the highest code + 1."""
-    parts = on_slices(len(action), lambda start, stop: np.bincount(action[start:stop]))
-    counts = np.zeros(max((len(part) for part in parts), default=0), np.int64)
-    for part in parts:
-        counts[:len(part)] += part
-    return counts
+    return column_passes.code_counts(action)
 
 
 def oom_indices(action: np.ndarray) -> np.ndarray:
     """The OOM entries' event indices, ascending (int64)."""
-    parts = on_slices(len(action), lambda start, stop: np.flatnonzero(action[start:stop] == act.OOM) + start)
-    return np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, np.int64)
+    return column_passes.positions(action, (act.OOM,))
 
 
 def time_span(time_us: np.ndarray) -> tuple[float, float] | None:
-    """The least and greatest time; None when no entry has one (a missing time is NaN, which
-    fmin and fmax skip; a slice of none gives NaN)."""
-    parts = on_slices(len(time_us), lambda start, stop: (float(np.fmin.reduce(time_us[start:stop])),
-                                                         float(np.fmax.reduce(time_us[start:stop]))))
-    low = min((p[0] for p in parts if not math.isnan(p[0])), default=math.nan)
-    high = max((p[1] for p in parts if not math.isnan(p[1])), default=math.nan)
+    """The least and greatest time; None when no entry has one (a missing time is NaN)."""
+    low, high = column_passes.time_span(time_us)
     return (low, high) if math.isfinite(low) and math.isfinite(high) else None
 
 
@@ -61,8 +54,16 @@ def stacked_actions(action: np.ndarray, stack: np.ndarray) -> list[int]:
 
 
 def forward_frames(fwd: np.ndarray) -> int:
-    """Entries that carry forward frames."""
+    """Entries that carry forward frames (a frame list's id, else -1)."""
+    if not has_forward_frames(fwd):
+        return 0  # most traces: one compiled pass for the bounds, no count
     return sum(on_slices(len(fwd), lambda start, stop: int(np.count_nonzero(fwd[start:stop] >= 0))))
+
+
+def has_forward_frames(fwd: np.ndarray) -> bool:
+    """Whether any entry carries forward frames."""
+    span = column_passes.bounds(fwd)
+    return span is not None and span[1] >= 0
 
 
 def never_freed(start: np.ndarray, end: np.ndarray) -> int:

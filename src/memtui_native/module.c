@@ -83,6 +83,17 @@ static PyMethodDef module_methods[] = {
     {"lifetimes", native_lifetimes, METH_VARARGS,
      "lifetimes(action, addr, size, start_codes, request_codes, end_codes, threads=1) -> the arrays of "
      "memtui.model.lifetimes.compute_lifetimes, as buffers"},
+    {"remap", native_remap, METH_VARARGS,
+     "remap(ids, lut, out, threads=1) -> (low, high): out[i] = lut[ids[i]] (a negative id from the end) and the "
+     "bounds of out; lut and out None: the bounds of ids; None for no rows (memtui.model.column_passes)"},
+    {"finite_times", native_finite_times, METH_VARARGS,
+     "finite_times(times, threads=1) -> None: each infinite float64 made NaN, in place"},
+    {"time_span", native_time_span, METH_VARARGS,
+     "time_span(times, threads=1) -> (least, greatest) of the float64 values that are not NaN (NaN for none)"},
+    {"code_counts", native_code_counts, METH_VARARGS,
+     "code_counts(codes, threads=1) -> buffer of int64: numpy's bincount of one- or two-byte codes"},
+    {"positions", native_positions, METH_VARARGS,
+     "positions(codes, wanted, threads=1) -> buffer of int64: the rows whose code is in wanted, ascending"},
     {"allocated_curve", native_allocated_curve, METH_VARARGS,
      "allocated_curve(start, stop_first, stop_then, size, n) -> the allocated bytes after each event, as a "
      "buffer of int64 (memtui.analysis.live.allocated_curve)"},

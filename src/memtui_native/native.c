@@ -5,6 +5,7 @@
 #include "entry.c"
 #include "parallel.c"
 #include "lifetimes.c"
+#include "columns.c"
 #include "curves.c"
 #include "allocator.c"
 #include "opcodes.c"

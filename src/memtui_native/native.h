@@ -172,6 +172,11 @@ PyObject *intcol_to_buffer(IntCol *c);  /* hands the column over; c is left empt
 extern PyTypeObject ScannerType;
 PyObject *native_lifetimes(PyObject *self, PyObject *args);
 PyObject *native_allocated_curve(PyObject *self, PyObject *args);
+PyObject *native_remap(PyObject *self, PyObject *args);
+PyObject *native_finite_times(PyObject *self, PyObject *args);
+PyObject *native_time_span(PyObject *self, PyObject *args);
+PyObject *native_code_counts(PyObject *self, PyObject *args);
+PyObject *native_positions(PyObject *self, PyObject *args);
 PyObject *native_reserved_curve(PyObject *self, PyObject *args);
 static PyObject *native_parallel_limits(PyObject *self, PyObject *args);
 static PyObject *native_utf8_valid(PyObject *self, PyObject *args);
