@@ -157,3 +157,24 @@ def test_the_figures_of_every_real_file_are_numpys(path, monkeypatch):
                 _same(compiled, plain)
             else:
                 assert compiled == plain
+
+
+def test_strided_columns_get_the_same_answers(monkeypatch):
+    # A view of every other row is not one contiguous array: it takes numpy's way, with the
+    # same answers as its contiguous copy gives by the compiled passes.
+    rng = np.random.default_rng(7)
+    codes = rng.integers(0, 12, 300_001).astype(np.int8)
+    times = _times(300_001, 7)
+    for view in (codes[::2], codes[::-1]):
+        copy = np.ascontiguousarray(view)
+        assert passes.bounds(view) == passes.bounds(copy)
+        _same(passes.code_counts(view), passes.code_counts(copy))
+        _same(passes.positions(view, (3,)), passes.positions(copy, (3,)))
+    _same(passes.time_span(times[::3]), passes.time_span(np.ascontiguousarray(times[::3])))
+    table = np.arange(12, dtype=np.int16)
+    out, out_copy = np.empty(150_001, np.int16), np.empty(150_001, np.int16)
+    assert passes.remap(codes[::2], table, out) == passes.remap(np.ascontiguousarray(codes[::2]), table, out_copy)
+    assert np.array_equal(out, out_copy)
+    strided = times.copy()[::2]
+    passes.finite_times(strided)
+    assert not np.isinf(strided).any()
