@@ -15,11 +15,7 @@ import numpy as np
 
 from memtui.allocator.settings import K_LARGE_BUFFER, AllocatorSettings
 from memtui.allocator.simulator import MAX_DEVICE_BYTES
-
-try:
-    from memtui import _native
-except ImportError:  # built without a C compiler
-    _native = None
+from memtui.compiled import native as _native
 
 INT64_MAX = (1 << 63) - 1
 # Addresses the compiled loop is given stay below this: a segment placed there, or a block

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from memtui.compiled import native as _native
 from memtui.model import DeviceModel
 from memtui.model import actions as act
 from memtui.model.columns import INT64_MAX
@@ -22,11 +22,6 @@ from memtui.model.lifetimes import NONE
 from memtui.model.segments import ALLOCATED
 from memtui.replay import block_bytes
 
-try:
-    from memtui import _native as _compiled
-except ImportError:  # built without a C compiler
-    _compiled = None
-_native: Any = _compiled  # the compiled module has no type stubs
 # The compiled curves (src/memtui_native/curves.c) are used when they are there: numpy makes
 # the same curves from temporaries of every event, 0.63 s against 0.28 s at 10M events here
 # (tests and MEMTUI_NO_NATIVE=1 turn them off).

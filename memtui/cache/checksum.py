@@ -11,10 +11,7 @@ module is not built (tests hold them equal)."""
 
 from __future__ import annotations
 
-try:
-    from memtui import _native
-except ImportError:  # built without a C compiler
-    _native = None
+from memtui.compiled import native as _native
 
 # An extension built before the sum existed (an editable install not rebuilt) lacks it.
 compiled = _native is not None and hasattr(_native, "checksum")

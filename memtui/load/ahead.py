@@ -28,14 +28,10 @@ import os
 import threading
 from collections.abc import Callable
 
+from memtui.compiled import native as _native  # None without a C compiler: nothing to start
 from memtui.cores import pairing_threads, usable_cores
 from memtui.load.changes import FileState, state_of
 from memtui.load.regular_file import open_regular_file
-
-try:
-    from memtui import _native
-except ImportError:  # built without a C compiler: nothing to start
-    _native = None
 
 # Measured (docs/performance.md): from 2 cores the imports run beside the scan's threads
 # (`info --no-cache` at 1M events 0.94x on a 2-core machine, 0.71-0.95x on 2 to 16 cores of

@@ -23,6 +23,7 @@ from __future__ import annotations
 import pickletools
 from collections.abc import Callable
 
+from memtui.compiled import native
 from memtui.errors import SnapshotError
 
 # What follows an opcode, by opcode byte: a fixed number of bytes, a length of some width and
@@ -70,10 +71,9 @@ def memo_index_message(description: str, index: int, offset: int) -> str:
             "slot a pickler numbers there (the reader would allocate memory the file does not hold)")
 
 
-try:
-    from memtui._native import walk_opcodes as _walk_native
-except ImportError:  # built without a C compiler: the walk below does the same, slower
-    _walk_native = None
+# None without a C compiler (or an extension built before it had the walk): the walk below
+# does the same, slower.
+_walk_native = getattr(native, "walk_opcodes", None)
 _END, _CUT, _LINE, _DONE, _MEMO, _LENGTH = range(6)  # what _native.walk_opcodes stopped at
 
 

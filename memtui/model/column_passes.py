@@ -14,19 +14,13 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any
 
 import numpy as np
 
+from memtui.compiled import native as _native
 from memtui.cores import usable_cores
 from memtui.model.actions import one_of
 from memtui.model.slices import on_slices
-
-try:
-    from memtui import _native as _compiled
-except ImportError:  # built without a C compiler
-    _compiled = None
-_native: Any = _compiled  # the compiled module has no type stubs
 
 # Tests turn the compiled passes off to compare them with numpy's.
 use_native = _native is not None and not os.environ.get("MEMTUI_NO_NATIVE")

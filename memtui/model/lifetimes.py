@@ -21,14 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from memtui.compiled import native as _native
 from memtui.model import column_passes
 from memtui.model.columns import narrow_type, sort_codes
-
-try:
-    from memtui import _native as _compiled
-except ImportError:  # built without a C compiler
-    _compiled = None
-_native: Any = _compiled  # the compiled module has no type stubs
 
 NONE = -1
 # The compiled pairing is used when it is there (tests and MEMTUI_NO_NATIVE=1 turn it off).

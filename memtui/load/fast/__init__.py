@@ -20,17 +20,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from memtui.compiled import native as _native  # None without a C compiler: the streaming decoder reads
 from memtui.load import ahead
 from memtui.load.ahead import scan_threads
 from memtui.load.changes import check_unchanged, file_state
 from memtui.load.limits import MAX_COMPRESSED_ITEM, GuardedStream, InflationRefused
 from memtui.load.progress_relay import ProgressRelay
 from memtui.load.source import ProgressFn, SourceInfo, inspect_source, open_unguarded
-
-try:
-    from memtui import _native
-except ImportError:  # built without a C compiler: the streaming decoder does the work
-    _native = None
 
 __all__ = ["FastFallback", "Scanned", "ScannedTrace", "available", "scan_snapshot"]
 
