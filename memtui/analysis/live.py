@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from memtui.compiled import native as _native
-from memtui.model import DeviceModel
+from memtui.cores import usable_cores
+from memtui.model import DeviceModel, column_passes
 from memtui.model import actions as act
 from memtui.model.columns import INT64_MAX
 from memtui.model.lifetimes import NONE
@@ -146,15 +147,16 @@ def _compiled_allocated_curve(dev: DeviceModel, spans: LifeSpans | LifeBounds | 
     (a life stops at its free_requested, else at its free_completed), read from the lives
     themselves, without the bounds' columns of every life."""
     if spans is not None:
-        curve = _native.allocated_curve(spans.start, spans.stop, spans.stop, spans.size, spans.n_events)
+        curve = _native.allocated_curve(spans.start, spans.stop, spans.stop, spans.size, spans.n_events, 0,
+                                        usable_cores())
         return np.frombuffer(curve, np.int64)
     lives = dev.lives
     sizes = block_bytes(dev) if life_bytes is None else life_bytes
-    curve = _native.allocated_curve(lives.start, lives.request, lives.end, sizes, len(dev.trace))
-    curve = np.frombuffer(curve, np.int64)
     # The blocks allocated before the trace that no life accounts for are held throughout.
-    curve += int(dev.blocks.size[_untraced_blocks(dev)].astype(np.int64).sum())
-    return curve
+    untraced = int(dev.blocks.size[_untraced_blocks(dev)].astype(np.int64).sum())
+    curve = _native.allocated_curve(lives.start, lives.request, lives.end, sizes, len(dev.trace), untraced,
+                                    usable_cores())
+    return np.frombuffer(curve, np.int64)
 
 
 @dataclass
@@ -186,19 +188,28 @@ def reserved_curve(dev: DeviceModel) -> np.ndarray:
     if dev.partial_trace:
         return np.full(n, dev.reserved, np.int64)
     if use_native:
+        # The lift first, from the segment events alone, so the curve is written once, lifted.
         signs = _segment_signs(0)  # a code past its end is no segment event
-        curve = np.frombuffer(_native.reserved_curve(trace.action, trace.size, signs.tobytes()), np.int64)
-    else:
-        # Segment events are few: their signed sizes go into one zeroed column, summed once.
-        sign = _segment_signs(int(trace.action.max()))[trace.action]
-        events = np.flatnonzero(sign)
-        curve = np.zeros(n, np.int64)
-        curve[events] = sign[events] * trace.size[events].astype(np.int64)
-        np.cumsum(curve, out=curve)
-    # Sizes near 2^63 (a hostile trace) take the snapshot's figure and the summed one apart by
-    # more than an int64 holds: the lift is kept to what one holds.
-    curve += min(max(dev.reserved - int(curve[-1]), 0), INT64_MAX)
+        events = column_passes.positions(trace.action, tuple(int(code) for code in np.flatnonzero(signs)))
+        end = int((signs[trace.action[events]] * trace.size[events].astype(np.int64)).sum())
+        curve = _native.reserved_curve(trace.action, trace.size, signs.tobytes(), _lift(dev, end), usable_cores())
+        return np.frombuffer(curve, np.int64)
+    # Segment events are few: their signed sizes go into one zeroed column, summed once.
+    sign = _segment_signs(int(trace.action.max()))[trace.action]
+    events = np.flatnonzero(sign)
+    curve = np.zeros(n, np.int64)
+    curve[events] = sign[events] * trace.size[events].astype(np.int64)
+    np.cumsum(curve, out=curve)
+    curve += _lift(dev, int(curve[-1]))
     return curve
+
+
+def _lift(dev: DeviceModel, end: int) -> int:
+    """What the reserved curve is raised by, so that it ends at the snapshot's own figure where
+    the trace's segment events alone end below it (segments mapped before the trace began).
+    Sizes near 2^63 (a hostile trace) take the two figures apart by more than an int64
+    holds: the lift is kept to what one holds."""
+    return min(max(dev.reserved - end, 0), INT64_MAX)
 
 
 def _segment_signs(highest_code: int) -> np.ndarray:

@@ -19,7 +19,7 @@
  * must wait for a core (the scan's thread pairs beside the model on two cores) waits a
  * scheduler's slice, several milliseconds; at a million rows on two cores, parts of 65,536
  * rows made the model's passes 22 ms instead of 11. */
-#define PART_ROWS ((Py_ssize_t)1 << 20)
+static Py_ssize_t PART_ROWS = (Py_ssize_t)1 << 20;  /* tests make it a few rows (_part_rows) */
 #define MAX_COLUMN_PARTS 64
 
 static int parts_for(Py_ssize_t n, int threads)
@@ -28,6 +28,18 @@ static int parts_for(Py_ssize_t n, int threads)
     int parts = threads < 1 ? 1 : threads;
     if (parts > MAX_COLUMN_PARTS) parts = MAX_COLUMN_PARTS;
     return most < parts ? (int)most : parts;
+}
+
+/* _part_rows(rows) -> the old value: tests make parts a few rows long, so that small columns
+ * are cut into many parts (0 or less changes nothing). */
+static PyObject *native_part_rows(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_ssize_t rows;
+    if (!PyArg_ParseTuple(args, "n", &rows)) return NULL;
+    Py_ssize_t old = PART_ROWS;
+    if (rows > 0) PART_ROWS = rows;
+    return PyLong_FromSsize_t(old);
 }
 
 static inline Py_ssize_t part_start(Py_ssize_t n, int parts, int p) { return n / parts * p; }

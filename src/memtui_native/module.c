@@ -83,6 +83,9 @@ static PyMethodDef module_methods[] = {
     {"lifetimes", native_lifetimes, METH_VARARGS,
      "lifetimes(action, addr, size, start_codes, request_codes, end_codes, threads=1) -> the arrays of "
      "memtui.model.lifetimes.compute_lifetimes, as buffers"},
+    {"_part_rows", native_part_rows, METH_VARARGS,
+     "_part_rows(rows) -> the old one: the fewest rows of a part of the column passes and curves (tests make "
+     "it small)"},
     {"remap", native_remap, METH_VARARGS,
      "remap(ids, lut, out, threads=1) -> (low, high): out[i] = lut[ids[i]] (a negative id from the end) and the "
      "bounds of out; lut and out None: the bounds of ids; None for no rows (memtui.model.column_passes)"},
@@ -95,11 +98,11 @@ static PyMethodDef module_methods[] = {
     {"positions", native_positions, METH_VARARGS,
      "positions(codes, wanted, threads=1) -> buffer of int64: the rows whose code is in wanted, ascending"},
     {"allocated_curve", native_allocated_curve, METH_VARARGS,
-     "allocated_curve(start, stop_first, stop_then, size, n) -> the allocated bytes after each event, as a "
-     "buffer of int64 (memtui.analysis.live.allocated_curve)"},
+     "allocated_curve(start, stop_first, stop_then, size, n, base=0, threads=1) -> base plus the allocated bytes "
+     "after each event, as a buffer of int64 (memtui.analysis.live.allocated_curve)"},
     {"reserved_curve", native_reserved_curve, METH_VARARGS,
-     "reserved_curve(action, size, signs) -> the running sum of signs[action] * size, as a buffer of int64 "
-     "(memtui.analysis.live.reserved_curve)"},
+     "reserved_curve(action, size, signs, base=0, threads=1) -> base plus the running sum of signs[action] * "
+     "size, as a buffer of int64 (memtui.analysis.live.reserved_curve)"},
     {"allocator_replay", native_allocator_replay, METH_VARARGS,
      "allocator_replay(requests, params, gc, recorded, initial, freeable) -> the replay of "
      "memtui.allocator.replay, packed (memtui/allocator/native_replay.py)"},

@@ -20,10 +20,18 @@ pytestmark = pytest.mark.skipif(passes._native is None, reason="built without a 
 WIDTHS = [np.int8, np.int16, np.int32, np.int64]
 
 
-@pytest.fixture(params=[1, 5], ids=["one core", "five cores"])
+@pytest.fixture(params=[(1, 0), (5, 0), (5, 7)], ids=["one core", "five cores", "five cores, parts of 7 rows"])
 def cores(request, monkeypatch):
-    monkeypatch.setattr(passes, "usable_cores", lambda: request.param)
-    return request.param
+    """The cores the passes may use, and where given, parts of that many rows (a million
+    otherwise): every column of more than a few rows is then cut into parts."""
+    count, part_rows = request.param
+    monkeypatch.setattr(passes, "usable_cores", lambda: count)
+    if part_rows:
+        old = passes._native._part_rows(part_rows)
+        yield count
+        passes._native._part_rows(old)
+    else:
+        yield count
 
 
 def _both(monkeypatch, compute):

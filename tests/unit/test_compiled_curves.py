@@ -70,6 +70,44 @@ def test_generated_lives_are_summed_as_by_hand(seed, width, monkeypatch):
     assert np.array_equal(plain, expected)
 
 
+@pytest.fixture
+def small_parts(monkeypatch):
+    """Five cores, and the curves' columns cut into parts of 3 rows (a million otherwise), so
+    that the scatter's slices, the parts' sums and their running values all meet."""
+    monkeypatch.setattr(live, "usable_cores", lambda: 5)
+    old = live._native._part_rows(3)
+    yield
+    live._native._part_rows(old)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_generated_lives_are_summed_as_by_hand_in_parts(seed, small_parts, monkeypatch):
+    rng = np.random.default_rng(100 + seed)
+    n = int(rng.integers(1, 80))
+    lives = int(rng.integers(0, 60))
+    start = rng.integers(-1, n, lives).astype(np.int32)
+    stop = np.minimum(start.astype(np.int64) + rng.integers(1, n + 2, lives), n).astype(np.int32)
+    size = rng.integers(0, 1 << 40, lives).astype(np.int64)
+    bounds = LifeBounds(start=start, stop=stop, size=size, n_events=n)
+    dev = cached(str(sample_files()[0])).devices[0]  # only asked whether its trace is partial
+    compiled, plain = _both(monkeypatch, lambda: allocated_curve(dev, bounds))
+    assert np.array_equal(compiled, _held_by_hand(start, stop, size, n))
+    assert np.array_equal(compiled, plain)
+    base = np.frombuffer(live._native.allocated_curve(start, stop, stop, size, n, 12345, 5), np.int64)
+    assert np.array_equal(base - 12345, compiled)
+
+
+@pytest.mark.parametrize("path", every_real_file()[:12])
+def test_the_curves_in_parts_are_numpys_on_real_files(path, small_parts, monkeypatch):
+    snap = cached(str(path))
+    for dev in snap.devices:
+        for curve, args in ((allocated_curve, (dev,)), (reserved_curve, (dev,))):
+            compiled, plain = _both(monkeypatch, lambda: curve(*args))  # noqa: B023 - called at once
+            assert compiled.dtype == plain.dtype == np.int64
+            assert np.array_equal(compiled, plain)
+            assert compiled.flags.writeable
+
+
 def test_a_stop_is_the_free_requested_else_the_free_completed():
     # Three lives: freed with a request first, freed without one, never freed.
     start = np.array([0, 1, 2], np.int32)
