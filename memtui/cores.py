@@ -19,6 +19,13 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def spare_cores() -> int:
+    """The cores for work that runs beside the main thread's own (the imports, the explorer's
+    first screen): every one but one where there are several, so that the main thread keeps
+    a core and the work does not add the cost of its threads to a machine already busy."""
+    return max(1, usable_cores() - 1)
+
+
 # From this many events the compiled pairing of allocations with their frees
 # (src/memtui_native/lifetimes.c) splits the addresses between threads, one per core; below
 # it the threads' passes cost more than they save.

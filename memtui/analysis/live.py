@@ -109,9 +109,10 @@ def life_spans(dev: DeviceModel, life_bytes: np.ndarray | None = None) -> LifeSp
 
 
 def allocated_curve(dev: DeviceModel, spans: LifeSpans | LifeBounds | None = None,
-                    life_bytes: np.ndarray | None = None) -> np.ndarray:
+                    life_bytes: np.ndarray | None = None, threads: int | None = None) -> np.ndarray:
     """Allocated bytes after each event (int64, one value per event), from ``spans`` where
     the caller has them, else from the lives (``life_bytes`` as in :func:`life_bounds`).
+    ``threads``: the cores the compiled pass may use (all the process's by default).
 
     A filtered export cannot be replayed (DeviceModel.partial_trace): its curve is the
     source's figure at the end, flat, rather than a sum of the lives it happens to hold.
@@ -119,7 +120,7 @@ def allocated_curve(dev: DeviceModel, spans: LifeSpans | LifeBounds | None = Non
     if dev.partial_trace:
         return np.full(len(dev.trace), dev.allocated, np.int64)
     if use_native:
-        return _compiled_allocated_curve(dev, spans, life_bytes)
+        return _compiled_allocated_curve(dev, spans, life_bytes, threads or usable_cores())
     spans = spans if spans is not None else life_bounds(dev, life_bytes)
     n = spans.n_events
     if n == 0:
@@ -142,20 +143,18 @@ def allocated_curve(dev: DeviceModel, spans: LifeSpans | LifeBounds | None = Non
 
 
 def _compiled_allocated_curve(dev: DeviceModel, spans: LifeSpans | LifeBounds | None,
-                              life_bytes: np.ndarray | None) -> np.ndarray:
+                              life_bytes: np.ndarray | None, threads: int) -> np.ndarray:
     """:func:`allocated_curve` by the compiled pass: the same bounds as :func:`life_bounds`
     (a life stops at its free_requested, else at its free_completed), read from the lives
     themselves, without the bounds' columns of every life."""
     if spans is not None:
-        curve = _native.allocated_curve(spans.start, spans.stop, spans.stop, spans.size, spans.n_events, 0,
-                                        usable_cores())
+        curve = _native.allocated_curve(spans.start, spans.stop, spans.stop, spans.size, spans.n_events, 0, threads)
         return np.frombuffer(curve, np.int64)
     lives = dev.lives
     sizes = block_bytes(dev) if life_bytes is None else life_bytes
     # The blocks allocated before the trace that no life accounts for are held throughout.
     untraced = int(dev.blocks.size[_untraced_blocks(dev)].astype(np.int64).sum())
-    curve = _native.allocated_curve(lives.start, lives.request, lives.end, sizes, len(dev.trace), untraced,
-                                    usable_cores())
+    curve = _native.allocated_curve(lives.start, lives.request, lives.end, sizes, len(dev.trace), untraced, threads)
     return np.frombuffer(curve, np.int64)
 
 
@@ -174,8 +173,8 @@ def allocated_peak(dev: DeviceModel, curve: np.ndarray | None = None) -> Peak:
     return Peak(i, int(curve[i]), float(dev.trace.time_us[i]))
 
 
-def reserved_curve(dev: DeviceModel) -> np.ndarray:
-    """Reserved bytes (segments) after each event.
+def reserved_curve(dev: DeviceModel, threads: int | None = None) -> np.ndarray:
+    """Reserved bytes (segments) after each event (``threads``: as for :func:`allocated_curve`).
 
     Summed from the segment events themselves rather than from paired lives: with
     expandable segments an unmap may release part of a mapped range, so maps and
@@ -192,7 +191,8 @@ def reserved_curve(dev: DeviceModel) -> np.ndarray:
         signs = _segment_signs(0)  # a code past its end is no segment event
         events = column_passes.positions(trace.action, tuple(int(code) for code in np.flatnonzero(signs)))
         end = int((signs[trace.action[events]] * trace.size[events].astype(np.int64)).sum())
-        curve = _native.reserved_curve(trace.action, trace.size, signs.tobytes(), _lift(dev, end), usable_cores())
+        curve = _native.reserved_curve(trace.action, trace.size, signs.tobytes(), _lift(dev, end),
+                                       threads or usable_cores())
         return np.frombuffer(curve, np.int64)
     # Segment events are few: their signed sizes go into one zeroed column, summed once.
     sign = _segment_signs(int(trace.action.max()))[trace.action]

@@ -34,13 +34,13 @@ class _Check:
         # Imported here, on the thread that imports everything else: two threads importing
         # modules that import each other can deadlock, which Python breaks with an error.
         from memtui.cache.file_check import check_file
-        from memtui.cores import usable_cores
+        from memtui.cores import spare_cores
 
         self.path = path
         self.result: CheckedFile | None = None
         self.done = threading.Event()
         self._check_file = check_file
-        self._cores = usable_cores() - 1  # a core is left to the imports: the answer waits for them
+        self._cores = spare_cores()  # a core is left to the imports: the answer waits for them
         self._thread = threading.Thread(target=self._run, name="memtui-check-ahead", daemon=True)
 
     def start(self) -> None:

@@ -16,6 +16,7 @@ import numpy as np
 from memtui.analysis.live import allocated_curve, reserved_curve
 from memtui.cache.index_store import load_index, store_index_later
 from memtui.cache.store import ModelCache
+from memtui.cores import spare_cores
 from memtui.model import DeviceModel, Snapshot
 from memtui.model.snapshot import annotation_fields
 from memtui.replay import Replayer
@@ -96,8 +97,11 @@ def build_device_view(snapshot: Snapshot, d: int,
     if curves is not None:
         allocated, reserved = curves
     else:
-        allocated = allocated_curve(device, life_bytes=replayer.life_bytes)  # block sizes worked out once
-        reserved = reserved_curve(device)
+        # Made beside the main thread's own work (Textual's import, the first screen): a core is
+        # left to it, as to the imports beside a kept model's checks (cache/check_ahead.py).
+        allocated = allocated_curve(device, life_bytes=replayer.life_bytes,  # block sizes worked out once
+                                    threads=spare_cores())
+        reserved = reserved_curve(device, threads=spare_cores())
     t0 = device.time_origin_us
     return DeviceView(snapshot, device, replayer, allocated, reserved, t0, _annotation_marks(snapshot, device))
 
