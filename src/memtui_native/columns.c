@@ -204,7 +204,7 @@ PyObject *native_remap(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_TypeError, "out: as long as the ids, of the table's type");
             goto done;
         }
-        lut64 = malloc((size_t)(lut.n ? lut.n : 1) * sizeof(int64_t));
+        lut64 = calloc((size_t)(lut.n ? lut.n : 1), sizeof(int64_t));  /* entry 0 read (and refused) for an empty table */
         if (!lut64) { PyErr_NoMemory(); goto done; }
         for (Py_ssize_t k = 0; k < lut.n; k++) lut64[k] = view_get(&lut, k);
     }

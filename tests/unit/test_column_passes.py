@@ -186,3 +186,12 @@ def test_strided_columns_get_the_same_answers(monkeypatch):
     strided = times.copy()[::2]
     passes.finite_times(strided)
     assert not np.isinf(strided).any()
+
+
+def test_any_id_into_an_empty_table_is_refused_by_both(cores, monkeypatch):
+    ids = np.zeros(100_000, np.int8)
+    for native in (True, False):
+        monkeypatch.setattr(passes, "use_native", native)
+        with pytest.raises(passes.OutsideTable):
+            passes.remap(ids, np.zeros(0, np.int16), np.empty(len(ids), np.int16))
+        assert passes.remap(ids[:0], np.zeros(0, np.int16), np.empty(0, np.int16)) is None
