@@ -28,10 +28,12 @@ use_native = _native is not None and not os.environ.get("MEMTUI_NO_NATIVE")
 Bounds = tuple[int, int]
 
 
-def _compiled_takes(*columns: np.ndarray) -> bool:
-    """Whether the compiled passes take these columns: they read (and write) whole contiguous
-    arrays; a strided view goes the numpy way."""
-    return use_native and all(c.flags.c_contiguous for c in columns)
+def _compiled_takes(*columns: np.ndarray, kind: str = "i") -> bool:
+    """Whether the compiled passes take these columns: whole contiguous arrays of signed
+    integers (``kind`` "i") or of float64 (``kind`` "f"); a strided view, or a column of
+    another type, goes the numpy way."""
+    return use_native and all(c.flags.c_contiguous and c.dtype.kind == kind and (kind == "i" or c.dtype.itemsize == 8)
+                              for c in columns)
 
 
 class OutsideTable(ValueError):
@@ -68,7 +70,7 @@ def bounds(column: np.ndarray) -> Bounds | None:
 
 def finite_times(times: np.ndarray) -> None:
     """Each infinite time (float64, either sign) made NaN, which is no time, in place."""
-    if _compiled_takes(times):
+    if _compiled_takes(times, kind="f"):
         _native.finite_times(times, usable_cores())
     else:
         times[np.isinf(times)] = np.nan
@@ -76,7 +78,7 @@ def finite_times(times: np.ndarray) -> None:
 
 def time_span(times: np.ndarray) -> tuple[float, float]:
     """The least and greatest of the float64 ``times`` that are not NaN; NaN, NaN for none."""
-    if _compiled_takes(times):
+    if _compiled_takes(times, kind="f"):
         compiled: tuple[float, float] = _native.time_span(times, usable_cores())
         return compiled
     # fmin and fmax skip NaN; a slice of none gives NaN
@@ -90,7 +92,7 @@ def time_span(times: np.ndarray) -> tuple[float, float]:
 def code_counts(codes: np.ndarray) -> np.ndarray:
     """The rows of each code 0..highest (int64), as numpy's bincount: codes are never
     negative (ValueError)."""
-    if _compiled_takes(codes) and codes.dtype.itemsize <= 2 and codes.dtype.kind == "i":
+    if _compiled_takes(codes) and codes.dtype.itemsize <= 2:
         return np.frombuffer(_native.code_counts(codes, usable_cores()), np.int64)
     parts = on_slices(len(codes), lambda start, stop: np.bincount(codes[start:stop]))
     counts = np.zeros(max((len(part) for part in parts), default=0), np.int64)
@@ -101,7 +103,7 @@ def code_counts(codes: np.ndarray) -> np.ndarray:
 
 def positions(codes: np.ndarray, wanted: tuple[int, ...]) -> np.ndarray:
     """The rows whose code is one of ``wanted``, ascending (int64)."""
-    if _compiled_takes(codes) and codes.dtype.itemsize <= 2 and codes.dtype.kind == "i":
+    if _compiled_takes(codes) and codes.dtype.itemsize <= 2:
         return np.frombuffer(_native.positions(codes, wanted, usable_cores()), np.int64)
     parts = on_slices(len(codes), lambda start, stop: np.flatnonzero(one_of(codes[start:stop], set(wanted))) + start)
     return np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, np.int64)

@@ -195,3 +195,18 @@ def test_any_id_into_an_empty_table_is_refused_by_both(cores, monkeypatch):
         with pytest.raises(passes.OutsideTable):
             passes.remap(ids, np.zeros(0, np.int16), np.empty(len(ids), np.int16))
         assert passes.remap(ids[:0], np.zeros(0, np.int16), np.empty(0, np.int16)) is None
+
+
+def test_columns_of_other_types_get_numpys_answers(monkeypatch):
+    # The compiled passes read signed integers and float64: an unsigned column, or float32
+    # times, take numpy's way instead of a TypeError.
+    rng = np.random.default_rng(11)
+    unsigned = rng.integers(0, 250, 200_000).astype(np.uint8)
+    assert passes.bounds(unsigned) == (int(unsigned.min()), int(unsigned.max()))
+    _same(passes.code_counts(unsigned), np.bincount(unsigned))
+    _same(passes.positions(unsigned, (3, 200)), np.flatnonzero((unsigned == 3) | (unsigned == 200)))
+    times = _times(200_001, 11).astype(np.float32)
+    low, high = passes.time_span(times)
+    assert (low, high) == (float(np.fmin.reduce(times)), float(np.fmax.reduce(times)))
+    passes.finite_times(times)
+    assert not np.isinf(times).any()
