@@ -19,7 +19,7 @@ from functools import cached_property
 
 import numpy as np
 
-from memtui.model import DeviceModel
+from memtui.model import DeviceModel, column_passes
 from memtui.model import actions as act
 from memtui.model.columns import INT64_MAX
 from memtui.model.lifetimes import NONE
@@ -219,7 +219,7 @@ class MappedRanges:
     def __init__(self, device: DeviceModel) -> None:
         trace = device.trace
         range_ops = (act.SEGMENT_MAP, act.SEGMENT_UNMAP)
-        ops = np.flatnonzero(act.one_of(trace.action, range_ops)) if device.has_any_action(range_ops) else \
+        ops = column_passes.positions(trace.action, range_ops) if device.has_any_action(range_ops) else \
             np.zeros(0, np.int64)
         if device.partial_trace:
             ops = ops[:0]  # a filtered trace is not replayed: the ranges mapped at the end, throughout

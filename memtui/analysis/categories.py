@@ -29,6 +29,7 @@ from memtui.model import DeviceModel, Snapshot
 from memtui.model import actions as act
 from memtui.model.lifetimes import NONE
 from memtui.model.segments import ALLOCATED
+from memtui.model.trace_figures import has_forward_frames
 
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "other", "unknown")
 PARAMETERS, GRADIENTS, OPTIMIZER_STATE, ACTIVATIONS, TEMPORARIES, OTHER, UNKNOWN = range(len(CATEGORIES))
@@ -204,7 +205,7 @@ def _site_stacks(dev: DeviceModel, start: np.ndarray, unlinked: np.ndarray, n_li
 def _forward_stacks(dev: DeviceModel) -> np.ndarray | None:
     """Each event's forward_frames stack id (-1: none), or None when the trace has none."""
     fwd = getattr(dev.trace, "fwd", None)
-    return fwd if fwd is not None and len(fwd) and (fwd >= 0).any() else None
+    return fwd if fwd is not None and has_forward_frames(fwd) else None
 
 
 def _classify(start, stop, alloc_stack, size, flags, phases: Phases, dev: DeviceModel, n: int):

@@ -89,7 +89,7 @@ def build_requests(dev: DeviceModel) -> Requests:
     position = {int(e): k for k, e in enumerate(rows.tolist())} if freeable else {}
     requests.freeable = {position[e]: p for e, p in freeable.items() if e in position}
     requests.initial = initial
-    ooms = np.flatnonzero(action == act.OOM)
+    ooms = dev.oom_indices()
     requests.process_cap = bool(len(ooms)) and bool((trace.device_free[ooms].astype(np.int64) > size[ooms]).any())
     seg_alloc = np.flatnonzero(action == act.SEGMENT_ALLOC)
     requests.recorded_segments = list(zip(trace.addr[seg_alloc].tolist(), size[seg_alloc].tolist()))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memtui.model import actions as act
+from memtui.model import column_passes
 from memtui.model.lifetimes import NONE, Lifetimes
 from memtui.model.segments import ALLOCATED, PENDING_FREE, BlockTable
 
@@ -65,7 +66,7 @@ class Annotations:
 def link_annotations(action: np.ndarray, addr: np.ndarray, lives: Lifetimes, blocks: BlockTable,
                      block_version: np.ndarray, block_life: np.ndarray) -> Annotations:
     """The allocation each ``annotate`` entry labels (module docstring)."""
-    events = np.flatnonzero(action == act.ANNOTATE)
+    events = column_passes.positions(action, (act.ANNOTATE,))
     n = len(events)
     if not n:
         return Annotations.none()

@@ -556,7 +556,7 @@ def assemble_model(raw: dict[str, Any], columns: list[TraceColumns], tables: Mod
             dev = DeviceModel(d, trace, lives, segment_lives, seg_table, block_table, block_version, block_life)
             if trace_figures.has_forward_frames(trace.fwd):
                 dev.forward_site = site_stacks(trace.stack, trace.fwd, label_is_user)
-            if (block_table.fwd >= 0).any():
+            if trace_figures.has_forward_frames(block_table.fwd):
                 dev.block_forward_site = site_stacks(block_table.stack, block_table.fwd, label_is_user)
             _attach_source_rows(dev, raw)
             devices.append(dev)

@@ -18,6 +18,7 @@ import numpy as np
 from memtui.model import Snapshot, metadata
 from memtui.model.lifetimes import NONE
 from memtui.model.segments import PoolId, pool_kind
+from memtui.model.trace_figures import has_forward_frames
 from memtui.query.nodes import And, FilterError, Flag, MatchAll, Node, Not, Or, Term
 from memtui.query.values import AddressValue, FileValue, PoolValue, Range
 
@@ -61,7 +62,7 @@ class EvalContext:
         sid = self.trace.stack
         mask: np.ndarray = per_stack[np.where(sid >= 0, sid, len(stacks))]
         fwd = self.trace.fwd
-        if len(fwd) and (fwd >= 0).any():
+        if has_forward_frames(fwd):
             mask |= per_stack[np.where(fwd >= 0, fwd, len(stacks))]
         return mask
 
