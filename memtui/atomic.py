@@ -11,11 +11,11 @@ removes it once that process is gone.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import cache
 from typing import BinaryIO
 
 from memtui.errors import MemtuiError, UsageError
@@ -55,7 +55,14 @@ def _host_name() -> str:
 # Temporary files are named after the host and process that write them, so a later run
 # can tell one left by a killed process (remove it) from one still being written by a
 # live process, on this machine or another sharing the folder (leave it).
-_HOST = hashlib.sha1(_host_name().encode(errors="replace")).hexdigest()[:8]
+@cache
+def _host_tag() -> str:
+    """Eight hex digits of the host's name (hashlib loads OpenSSL: asked for only when a file is written)."""
+    import hashlib
+
+    return hashlib.sha1(_host_name().encode(errors="replace")).hexdigest()[:8]
+
+
 _TEMP_NAME = re.compile(r"^\..*\.memtui-(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-[a-z0-9_]+\.partial$")
 
 
@@ -71,7 +78,7 @@ def make_temp_file(path: str | os.PathLike) -> tuple[int, str]:
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     remove_orphaned_temp_files(directory)
-    prefix = f".{os.path.basename(path)}.memtui-{_HOST}-{os.getpid()}-"
+    prefix = f".{os.path.basename(path)}.memtui-{_host_tag()}-{os.getpid()}-"
     import tempfile  # here: it imports shutil and random, which only a write needs
 
     fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".partial", dir=directory)
@@ -113,7 +120,7 @@ def _remove_temp_files(directory: str | os.PathLike, writer_matches: Callable[[i
         return removed
     for name in names:
         match = _TEMP_NAME.match(name)
-        if match is None or match["host"] != _HOST or not writer_matches(int(match["pid"])):
+        if match is None or match["host"] != _host_tag() or not writer_matches(int(match["pid"])):
             continue
         full = os.path.join(directory, name)
         try:

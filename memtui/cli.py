@@ -326,9 +326,38 @@ def _hand_down(args: argparse.Namespace, leading: dict, started: list[ModelCache
     return cache
 
 
+def _help_width() -> int:
+    """The width argparse lays its help out in, as shutil.get_terminal_size would give it
+    (COLUMNS, else standard output's terminal, else 80), less the 2 argparse keeps."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return (columns if columns > 0 else 80) - 2
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's help, at a width asked without shutil: argparse makes a formatter for each
+    argument a command adds, and its own way imports shutil, and the compressors shutil
+    imports, at every start."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position, _help_width() if width is None else width)
+
+
 class _OneLineParser(argparse.ArgumentParser):
     """argparse, but a wrong argument is one line naming the help, as every other refusal
     (argparse prints the whole usage before its line, and exits itself)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(**kwargs)
 
     def error(self, message: str) -> NoReturn:
         command = self.prog.removeprefix("memtui").strip()

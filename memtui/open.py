@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
+from memtui import logs
 from memtui.load import ahead
 from memtui.load.fast import FastFallback, Scanned, scan_snapshot
 from memtui.load.fast import available as fast_available
@@ -38,7 +38,6 @@ from memtui.model.trace import NARROW_COLUMNS, ModelTables, TraceBuilder, TraceC
 
 __all__ = ["ModelStore", "open_fast", "open_plain", "open_snapshot", "open_streaming"]
 
-log = logging.getLogger("memtui.load")
 
 
 class ModelStore(Protocol):
@@ -151,7 +150,7 @@ def _fast(path: str | os.PathLike, progress: ProgressFn | None) -> tuple[Snapsho
                 progress("indexing", 0, 1)
             snapshot = _model_from_scan(scanned, path)
     except FastFallback as exc:
-        log.debug("%s: read without the fast path (%s)", os.fspath(path), exc)
+        logs.debug(logs.LOAD, "%s: read without the fast path (%s)", os.fspath(path), exc)
         return None, exc
     _give_back_freed_memory()
     if progress is not None:
@@ -286,7 +285,7 @@ def open_streaming(path: str | os.PathLike, progress: ProgressFn | None = None) 
         with _gc_paused():
             raw, sinks = stream_snapshot(path, make_consumer, StackToken, progress)
     except StreamFallback as exc:
-        log.debug("%s: read with the plain loader (%s)", os.fspath(path), exc)
+        logs.debug(logs.LOAD, "%s: read with the plain loader (%s)", os.fspath(path), exc)
         return None
     _give_back_freed_memory()
     raw = normalize(raw, os.path.basename(os.fspath(path)))

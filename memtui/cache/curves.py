@@ -10,16 +10,13 @@ and written once the first screen is drawn, atomically, as the model's own entry
 
 from __future__ import annotations
 
-import logging
 import os
 
 import numpy as np
 
-from memtui import __version__
+from memtui import __version__, logs
 from memtui.atomic import atomic_write, remove_quietly
 from memtui.cache.store import ModelCache, beside_entry
-
-log = logging.getLogger("memtui.cache")
 
 # Part of the file name, with memtui's version: a change to how the curves are computed gives
 # new names, and the old files are never read (they go when their model's entry is pruned).
@@ -47,7 +44,7 @@ def load_curves(cache: ModelCache | None, source, device: int, n_events: int) ->
         if curves.dtype != np.int64 or curves.shape != (2, n_events):
             raise ValueError(f"{curves.dtype} {curves.shape}, not two curves of {n_events} events")
     except Exception as exc:  # noqa: BLE001 - any file that is not the curves is computed again
-        log.info("curves for %s not read (%s); computed again", source, exc)
+        logs.info(logs.CACHE, "curves for %s not read (%s); computed again", source, exc)
         remove_quietly(path)  # so the next write puts the right ones there
         return None
     return curves[0], curves[1]

@@ -15,7 +15,6 @@ import io
 import mmap
 import os
 import struct
-import threading
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from typing import Any, TypeVar
 
 from memtui.cache.checksum import checksum
 from memtui.cache.names import FORMAT_VERSION
-from memtui.cores import usable_cores
+from memtui.cores import each_on_threads, usable_cores
 from memtui.load.opcode_check import OpcodeCheck
 from memtui.load.regular_file import NotRegularFile, open_regular_file
 from memtui.load.safe_pickle import RestrictedUnpickler
@@ -51,27 +50,7 @@ def each_on_cores(task: Callable[[_Item], _Result], items: list[_Item], cores: i
     written and read, and the pieces stored. Daemon threads, unlike a pool's: a piece stuck on
     a slow disk must not hold up the end of a process that ends on a signal (the cache
     abandons such a write and removes its file, see ModelCache.abandon)."""
-    results: list = [None] * len(items)
-    errors: list[BaseException] = []
-    order = iter(range(len(items)))  # shared: each thread takes the next index (atomic)
-
-    def work() -> None:
-        for i in order:
-            try:
-                results[i] = task(items[i])
-            except BaseException as exc:  # noqa: BLE001 - raised in the calling thread below
-                errors.append(exc)
-                return
-
-    threads = [threading.Thread(target=work, name="memtui-cache-piece", daemon=True)
-               for _ in range(max(1, min(cores or usable_cores(), 32, len(items))))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-    return results
+    return each_on_threads(task, items, min(cores or usable_cores(), 32), "memtui-cache-piece")
 
 
 def piece_checks(data: memoryview) -> list[int]:

@@ -8,7 +8,6 @@ snapshot would cost more than the cache saves.
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 from memtui.load.regular_file import open_regular_file
@@ -19,6 +18,8 @@ EDGE_BYTES = 1 << 20  # hashed at each end of the file
 def file_fingerprint(path: str | os.PathLike, salt: str, edge: int = EDGE_BYTES) -> str:
     """40 hex digits naming ``path``'s current content together with ``salt`` (what the
     cached thing depends on besides the file: a format, a schema, options)."""
+    import hashlib  # here, not at the top: it loads OpenSSL, and a start that reads no cache needs none of it
+
     with open_regular_file(path) as fh:  # a pipe is refused (an OSError), not waited on
         st = os.fstat(fh.fileno())
         digest = hashlib.sha256(f"{st.st_size}:{st.st_mtime_ns}:{salt}:".encode())

@@ -9,15 +9,12 @@ open instead of built. A file that does not fit the model is removed and the ind
 
 from __future__ import annotations
 
-import logging
 import os
 
-from memtui import __version__
+from memtui import __version__, logs
 from memtui.cache.fileformat import CorruptCache, WriteStopped, read_cache_file, write_cache_file
 from memtui.cache.store import ModelCache, beside_entry
 from memtui.replay import Replayer
-
-log = logging.getLogger("memtui.cache")
 
 # Part of the file name, with memtui's version: an index built another way gets a new name.
 INDEX_VERSION = 1
@@ -46,7 +43,7 @@ def load_index(cache: ModelCache | None, source, device: int, replayer: Replayer
             raise CorruptCache("no strides")
         replayer.adopt_indexes(arrays, strides)
     except (CorruptCache, KeyError, ValueError, TypeError) as exc:
-        log.info("index for %s not read (%s); built again", source, exc)
+        logs.info(logs.CACHE, "index for %s not read (%s); built again", source, exc)
         try:
             os.unlink(path)
         except OSError:

@@ -13,7 +13,6 @@ A folder that cannot be written turns the cache off for that run, with one warni
 from __future__ import annotations
 
 import atexit
-import logging
 import os
 import sys
 import threading
@@ -21,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from memtui import logs
 from memtui.atomic import remove_orphaned_temp_files, remove_own_temp_files, remove_quietly, touch_quietly
 from memtui.cache.names import ENTRY_SUFFIX, FORMAT_VERSION, default_cache_dir, entry_key, format_folder
 from memtui.cores import run_after_the_answer
@@ -28,7 +28,6 @@ from memtui.cores import run_after_the_answer
 # The file format and the model's layout are imported where an entry is read or written,
 # not here: a command that reads and writes none (--no-cache) does without them.
 
-log = logging.getLogger("memtui.cache")
 
 KEEP_FILES = 8  # the least recently used files beyond this many are removed
 _STALE_TEMP_S = 3600
@@ -116,11 +115,11 @@ class ModelCache:
                 raise CorruptCache("written for another snapshot")
             snapshot = put_together(arrays, meta, os.fspath(path))
         except (CorruptCache, KeyError, TypeError, ValueError, IndexError, OverflowError) as exc:
-            log.info("cache file %s rejected (%s); rebuilding", entry, exc)
+            logs.info(logs.CACHE, "cache file %s rejected (%s); rebuilding", entry, exc)
             remove_quietly(entry)
             return None
         except OSError as exc:
-            log.info("cache file %s unreadable (%s)", entry, exc)
+            logs.info(logs.CACHE, "cache file %s unreadable (%s)", entry, exc)
             return None
         touch_quietly(entry)
         return snapshot
@@ -238,7 +237,7 @@ class ModelCache:
             if not self._abandoned.is_set():
                 task()
         except Exception as exc:  # noqa: BLE001 - a cache write never takes the program down
-            log.info("cache write failed: %s", exc)
+            logs.info(logs.CACHE, "cache write failed: %s", exc)
         finally:
             _unfinished.discard(done)
             done.set()

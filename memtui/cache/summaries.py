@@ -15,22 +15,19 @@ beyond :data:`KEEP_SUMMARIES` are removed after a run that wrote new ones.
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from collections.abc import Callable
 
 import msgpack
 
-from memtui import __version__
+from memtui import __version__, logs
 from memtui.analysis.ranks import SUMMARY_VERSION, rank_from_name
 from memtui.atomic import remove_quietly, touch_quietly, write_bytes_atomic
 from memtui.cache.fingerprint import file_fingerprint
 from memtui.cache.store import ModelCache, default_cache_dir
 from memtui.errors import MemtuiError
 from memtui.load.regular_file import open_regular_file
-
-log = logging.getLogger("memtui.cache")
 
 # Keys are computed for every file on every run, on the machine that runs memtui: at
 # 4,096 files, hashing 1 MiB at each end (as the model cache does) would read 8 GiB from
@@ -86,10 +83,10 @@ class SummaryCache:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            log.info("summary %s unreadable (%s)", entry, exc)
+            logs.info(logs.CACHE, "summary %s unreadable (%s)", entry, exc)
             return None
         except (ValueError, KeyError, TypeError, AttributeError, msgpack.UnpackException) as exc:
-            log.info("summary %s rejected (%s)", entry, exc)
+            logs.info(logs.CACHE, "summary %s rejected (%s)", entry, exc)
             remove_quietly(entry)
             return None
         touch_quietly(entry)
@@ -105,7 +102,7 @@ class SummaryCache:
             data = msgpack.packb({"key": key, "summary": summary}, use_bin_type=True,
                                  unicode_errors="surrogatepass")
         except (TypeError, ValueError, OverflowError) as exc:  # not plain after all: compute it again next time
-            log.info("summary of %s not cached (%s)", summary.get("file"), exc)
+            logs.info(logs.CACHE, "summary of %s not cached (%s)", summary.get("file"), exc)
             return
         try:
             os.makedirs(self.folder, exist_ok=True)

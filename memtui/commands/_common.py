@@ -7,7 +7,6 @@ command as ``args.model_cache``; nothing here keeps it in a global.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 
@@ -39,6 +38,8 @@ def choose_cache(args: argparse.Namespace, leading: dict) -> ModelCache | None:
 
 
 def print_json(value: object) -> None:
+    import json  # only for --json: the text answer does without it
+
     json.dump(value, sys.stdout, indent=2, sort_keys=False)
     sys.stdout.write("\n")
 

@@ -18,7 +18,7 @@ from memtui.load.msgpack_export import looks_like_export, read_export
 from memtui.load.normalize import normalize
 from memtui.load.safe_pickle import safe_load
 from memtui.load.shape import check_start
-from memtui.load.source import DECOMPRESSION_ERRORS, ProgressFn, inspect_source, open_decompressed
+from memtui.load.source import ProgressFn, decompression_errors, inspect_source, open_decompressed
 
 _HEAD = 1 << 16  # enough to see past a JSON file's leading whitespace
 
@@ -37,7 +37,7 @@ def read_snapshot(path: str | os.PathLike, progress: ProgressFn | None = None) -
     with stream:
         try:
             head = stream.peek(_HEAD)[:_HEAD]
-        except DECOMPRESSION_ERRORS as exc:
+        except decompression_errors() as exc:
             kind = f"{info.compression} " if info.compression else ""
             raise SnapshotError(f"{description}: corrupt {kind}data ({exc})") from None
         kind = content_kind(head)
@@ -50,7 +50,7 @@ def read_snapshot(path: str | os.PathLike, progress: ProgressFn | None = None) -
                 obj = load_json(stream, description) if kind == "json" else safe_load(stream, description)
             except SnapshotError:
                 raise
-            except DECOMPRESSION_ERRORS as exc:
+            except decompression_errors() as exc:
                 raise SnapshotError(f"{description}: truncated or corrupt {info.compression} data ({exc})") from None
             except Exception as exc:  # zstandard.ZstdError and friends
                 raise SnapshotError(f"{description}: corrupt compressed data ({type(exc).__name__})") from None

@@ -6,10 +6,7 @@ opens. Decompression streams: nothing is inflated into memory first.
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import io
-import lzma
 import os
 import stat
 from collections.abc import Callable
@@ -105,11 +102,18 @@ def open_unguarded(info: SourceInfo, progress: ProgressFn | None = None) -> Bina
     counted = io.BufferedReader(CountingReader(raw, info.size, progress, "reading"), buffer)
     if info.compression is None:
         return counted
+    # Each decompressor is imported when a file needs it: most files are not compressed.
     if info.compression == "gzip":
+        import gzip
+
         return io.BufferedReader(gzip.GzipFile(fileobj=counted, mode="rb"), 1 << 20)
     if info.compression == "xz":
+        import lzma
+
         return io.BufferedReader(lzma.LZMAFile(counted, "rb"), 1 << 20)
     if info.compression == "bz2":
+        import bz2
+
         return io.BufferedReader(bz2.BZ2File(counted, "rb"), 1 << 20)
     if info.compression == "zstd":
         try:
@@ -124,7 +128,13 @@ def open_unguarded(info: SourceInfo, progress: ProgressFn | None = None) -> Bina
     raise AssertionError(info.compression)
 
 
-DECOMPRESSION_ERRORS = (EOFError, lzma.LZMAError, OSError, gzip.BadGzipFile)
+def decompression_errors() -> tuple[type[Exception], ...]:
+    """What reading a damaged compressed file raises (gzip's BadGzipFile is an OSError). A
+    function, so that lzma is imported only where a read failed: an ``except`` clause
+    evaluates its types only when an exception reaches it."""
+    import lzma
+
+    return (EOFError, lzma.LZMAError, OSError)
 
 
 def memory_error_message(source: GuardedStream | SourceInfo, description: str) -> str:

@@ -11,13 +11,13 @@ read here, once per distinct string.
 
 from __future__ import annotations
 
-import json
-
 from memtui.model.strings import text_of
 
 
 def dict_text(value: dict[object, object]) -> str:
     """A dict's compact JSON, as ``_set_memory_metadata`` records one; never raises."""
+    import json  # in each function, not at the top: a cold `info` reads no metadata's JSON
+
     try:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
     except (TypeError, ValueError, RecursionError):
@@ -28,6 +28,8 @@ def fields(text: str) -> dict[str, object] | None:
     """The key/value pairs of structured metadata (a JSON object), else None."""
     if not text or text[0] != "{" or text[-1] != "}":
         return None
+    import json
+
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
@@ -46,6 +48,8 @@ def display(text: str) -> str:
 def _value(value: object) -> str:
     if isinstance(value, str):
         return value
+    import json
+
     try:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):

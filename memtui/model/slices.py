@@ -6,11 +6,10 @@ in memtui/open.py). Small slices also bound what a task allocates."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import TypeVar
 
-from memtui.cores import usable_cores
+from memtui.cores import each_on_threads, usable_cores
 
 # Rows a task takes (the tests make it small, to cut the columns anywhere). On 16 cores at 10M
 # events, slices of 1M rows took 30 ms for the trace's figures where slices of 256K took 41
@@ -31,8 +30,7 @@ def on_cores(tasks: list[Callable[[], _Result]]) -> list[_Result]:
     workers = min(len(tasks), usable_cores())
     if workers <= 1:
         return [task() for task in tasks]
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(lambda task: task(), tasks))
+    return each_on_threads(lambda task: task(), tasks, workers, "memtui-slice")
 
 
 def on_slices(rows: int, task: Callable[[int, int], _Result]) -> list[_Result]:

@@ -7,14 +7,13 @@ import operator
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any, overload
 
 import numpy as np
 
-from memtui.cores import pairing_threads, usable_cores
+from memtui.cores import pairing_threads
 from memtui.errors import SnapshotError, UsageError
 from memtui.model import actions as act
 from memtui.model import trace_figures
@@ -25,6 +24,7 @@ from memtui.model.frames import FrameTable, StackTable
 from memtui.model.lifetimes import NONE, Lifetimes, compute_lifetimes
 from memtui.model.relevance import site_stacks
 from memtui.model.segments import ALLOCATED, PENDING_FREE, BlockTable, PoolId, SegmentTable, build_segments
+from memtui.model.slices import on_cores
 from memtui.model.stackless import last_stacked_before, stackless_context
 from memtui.model.strings import StringTable, terminal_safe, terminal_safe_value, text_of
 from memtui.model.trace import ModelTables, TraceColumns, build_trace
@@ -544,22 +544,21 @@ def assemble_model(raw: dict[str, Any], columns: list[TraceColumns], tables: Mod
     # Each device's lifetimes (compiled, without the GIL) on threads of their own: on a
     # 10M-event trace the pairing is the longest step after decoding, and the block and
     # segment lives do not depend on each other.
-    with ThreadPoolExecutor(max_workers=max(1, min(2 * n_devices, usable_cores()))) as pool:
-        pending = [_start_lifetimes(pool, columns[d], tables_per_device[d][1], paired[d] if d < len(paired) else None)
-                   for d in range(n_devices)]
-        devices = []
-        for d in range(n_devices):
-            trace = columns[d]
-            seg_table, block_table = tables_per_device[d]
-            lives, segment_lives = (future.result() for future in pending[d])
-            block_version, block_life = _link_blocks(block_table, lives)
-            dev = DeviceModel(d, trace, lives, segment_lives, seg_table, block_table, block_version, block_life)
-            if trace_figures.has_forward_frames(trace.fwd):
-                dev.forward_site = site_stacks(trace.stack, trace.fwd, label_is_user)
-            if trace_figures.has_forward_frames(block_table.fwd):
-                dev.block_forward_site = site_stacks(block_table.stack, block_table.fwd, label_is_user)
-            _attach_source_rows(dev, raw)
-            devices.append(dev)
+    lives_of = on_cores([task for d in range(n_devices) for task in _lifetimes_tasks(
+        columns[d], tables_per_device[d][1], paired[d] if d < len(paired) else None)])
+    devices = []
+    for d in range(n_devices):
+        trace = columns[d]
+        seg_table, block_table = tables_per_device[d]
+        lives, segment_lives = lives_of[2 * d], lives_of[2 * d + 1]
+        block_version, block_life = _link_blocks(block_table, lives)
+        dev = DeviceModel(d, trace, lives, segment_lives, seg_table, block_table, block_version, block_life)
+        if trace_figures.has_forward_frames(trace.fwd):
+            dev.forward_site = site_stacks(trace.stack, trace.fwd, label_is_user)
+        if trace_figures.has_forward_frames(block_table.fwd):
+            dev.block_forward_site = site_stacks(block_table.stack, block_table.fwd, label_is_user)
+        _attach_source_rows(dev, raw)
+        devices.append(dev)
     return Snapshot(
         source_path=source_path,
         source_size=source_size,
@@ -587,13 +586,12 @@ class PairedLives:
     lives: Callable[[], Lifetimes | None]  # waits for the pairing; None where it paired none
 
 
-def _start_lifetimes(pool: ThreadPoolExecutor, trace: TraceColumns, blocks: BlockTable,
-                     paired: PairedLives | None) -> tuple[Future[Lifetimes], Future[Lifetimes]]:
-    """The allocations' and the segments' lifetimes of one trace, computed on ``pool``."""
-    lives = pool.submit(_block_lifetimes, trace, blocks, paired)
-    segment_lives = pool.submit(compute_lifetimes, trace.action, trace.addr, trace.size, act.SEGMENT_START, (),
-                                act.SEGMENT_END, few=True)
-    return lives, segment_lives
+def _lifetimes_tasks(trace: TraceColumns, blocks: BlockTable,
+                     paired: PairedLives | None) -> list[Callable[[], Lifetimes]]:
+    """The allocations' and the segments' lifetimes of one trace, as two tasks."""
+    return [partial(_block_lifetimes, trace, blocks, paired),
+            partial(compute_lifetimes, trace.action, trace.addr, trace.size, act.SEGMENT_START, (), act.SEGMENT_END,
+                    few=True)]
 
 
 def _block_lifetimes(trace: TraceColumns, blocks: BlockTable, paired: PairedLives | None) -> Lifetimes:

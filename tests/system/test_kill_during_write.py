@@ -139,8 +139,8 @@ def test_a_temporary_file_of_a_live_process_is_left_alone(tmp_path):
     try:
         from memtui import atomic
 
-        live = tmp_path / f".x.memtui-{atomic._HOST}-{sleeper.pid}-abc123.partial"
-        gone = tmp_path / f".x.memtui-{atomic._HOST}-999999999-abc123.partial"
+        live = tmp_path / f".x.memtui-{atomic._host_tag()}-{sleeper.pid}-abc123.partial"
+        gone = tmp_path / f".x.memtui-{atomic._host_tag()}-999999999-abc123.partial"
         other_host = tmp_path / ".x.memtui-0badc0de-999999999-abc123.partial"
         foreign = tmp_path / ".x.somebody-else.partial"
         for path in (live, gone, other_host, foreign):
