@@ -1,5 +1,6 @@
-"""The cyclic collector waits while a snapshot is decoded and its model built (millions of
-containers and next to no garbage), and runs again once the model is there."""
+"""The cyclic collector waits while the command's modules are imported and while a snapshot
+is decoded and its model built (millions of containers and next to no garbage), and runs
+again for the command's own work and once the model is there."""
 
 from __future__ import annotations
 
@@ -29,7 +30,17 @@ def open_snapshot(*args, **kwargs):
 opened.open_snapshot = open_snapshot
 import memtui.commands._common as common
 common.open_snapshot = open_snapshot
+finding = cli.find_command
+def find_command(name):
+    seen["imports"] = gc.isenabled()
+    return finding(name)
+cli.find_command = find_command
 code = cli.main(["info", "--no-cache", sys.argv[1]])
+seen["after main"] = gc.isenabled()
+seen["set aside"] = gc.get_freeze_count() > 0
+frozen = gc.get_freeze_count()
+cli.main(["info", "--no-cache", sys.argv[1]])
+seen["set aside once"] = gc.get_freeze_count() == frozen
 print(json.dumps({"code": code, **seen}))
 """
 
@@ -42,4 +53,5 @@ def test_collections_wait_for_the_model_and_run_for_the_command(tmp_path):
                          timeout=120)
     assert out.returncode == 0, out.stderr
     seen = json.loads(out.stdout.strip().splitlines()[-1])
-    assert seen == {"code": 0, "command": True, "model": False, "after the open": True}
+    assert seen == {"code": 0, "imports": False, "command": True, "model": False, "after the open": True,
+                    "after main": True, "set aside": True, "set aside once": True}
