@@ -208,7 +208,8 @@ def _model_from_scan(scanned: Scanned, path: str | os.PathLike) -> Snapshot:
                 raise FastFallback(f"the model has a trace column the scanner does not fill ({f.name})")
         columns.append(TraceColumns(**values))
         del trace, c, values
-    return assemble_model(raw, columns, tables, os.fspath(path), os.path.getsize(path), paired)
+    return assemble_model(raw, columns, tables, os.fspath(path), os.path.getsize(path), paired,
+                          annotation_columns=scanned.annotations)
 
 
 def _lives_paired_ahead(scanned: Scanned, code_of: list[int], actions: ActionTable) -> list[PairedLives | None]:

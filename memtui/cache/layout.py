@@ -20,7 +20,15 @@ from memtui.model.frames import FrameTable, StackTable
 from memtui.model.lifetimes import Lifetimes
 from memtui.model.relevance import RULES_VERSION
 from memtui.model.segments import BlockTable, SegmentTable
-from memtui.model.snapshot import FIGURES, Annotation, DeviceModel, ExternalAnnotations, Snapshot, annotation_row
+from memtui.model.snapshot import (
+    FIGURES,
+    Annotation,
+    DeviceModel,
+    ExternalAnnotations,
+    Snapshot,
+    annotation_of_row,
+    annotation_row,
+)
 from memtui.model.strings import StringTable
 from memtui.model.trace import TraceColumns
 
@@ -161,7 +169,7 @@ def put_together(arrays: dict[str, np.ndarray], meta: dict, source_path: str) ->
         actions=ActionTable(meta["actions"]),
         devices=devices,
         allocator_settings=meta["allocator_settings"],
-        annotations=ExternalAnnotations(_annotation_rows(meta["annotations"]), _annotation_of_row, rows=True),
+        annotations=ExternalAnnotations(_annotation_rows(meta["annotations"]), annotation_of_row, rows=True),
         header=meta["header"],
         warnings=list(meta["warnings"]),
         traced_devices=int(meta["traced_devices"]),
@@ -219,5 +227,3 @@ def _annotation_rows(rows: object) -> list[Any]:
     return rows
 
 
-def _annotation_of_row(row: list[Any]) -> Annotation:
-    return Annotation(*row)

@@ -59,13 +59,16 @@ class ExternalAnnotations(Sequence[Annotation]):
     them (info) or never read them. ``make`` never raises (the loader hands over dicts, the
     cache rows it checked as it loaded)."""
 
-    def __init__(self, items: list[Any], make: Callable[[Any], Annotation], rows: bool = False) -> None:
+    def __init__(self, items: list[Any] | Callable[[], list[Any]], make: Callable[[Any], Annotation],
+                 rows: bool = False, count: int | None = None) -> None:
         """``rows``: each item is an annotation's fields in Annotation's order, and ``make``
-        makes it with them as they are (the model cache's rows)."""
-        self._items: list[Any] | None = items
+        makes it with them as they are (the model cache's rows). ``items`` may be a function
+        that gives them when they are first read, with ``count`` their number (the scanner's
+        columns, see :meth:`of_columns`)."""
+        self._items: list[Any] | Callable[[], list[Any]] | None = items
         self._make = make
         self._rows = rows
-        self._len = len(items)
+        self._len = len(items) if isinstance(items, list) else int(count or 0)
         self._made: list[Annotation] | None = None
         # Two threads may read them first at once (the cache's writer and the explorer's
         # worker): one makes them, the other waits for its list.
@@ -77,17 +80,28 @@ class ExternalAnnotations(Sequence[Annotation]):
             with self._making:
                 made = self._made
                 if made is None:
-                    made = [self._make(item) for item in self._items or []]
+                    made = [self._make(item) for item in self._item_list()]
                     self._made, self._items = made, None
         return made
+
+    def _item_list(self) -> list[Any]:
+        items = self._items
+        if callable(items):
+            items = self._items = items()
+        return items or []
+
+    @classmethod
+    def of_columns(cls, columns: dict[str, Any]) -> ExternalAnnotations:
+        """The annotations the compiled scanner read into columns (src/memtui_native/annotations.c):
+        ``device`` and ``time_us`` arrays, ``stage`` and ``name`` lists of str."""
+        return cls(partial(_rows_of_columns, columns), annotation_of_row, rows=True, count=len(columns["stage"]))
 
     def fields(self) -> list[tuple[Any, ...]]:
         """Each annotation's fields as a row, in Annotation's order, without making them
         Annotations where the rows are what they are made from (the cache's): the explorer's
         first screen places 16,000 of them at a million events."""
-        items = self._items
-        if self._rows and items is not None:
-            return [tuple(row) for row in items]
+        if self._rows and self._items is not None:
+            return [tuple(row) for row in self._item_list()]
         return [annotation_row(a) for a in self._all()]
 
     def __len__(self) -> int:
@@ -109,6 +123,26 @@ class ExternalAnnotations(Sequence[Annotation]):
         return isinstance(other, (list, ExternalAnnotations)) and list(self) == list(other)
 
     __hash__ = None  # type: ignore[assignment]  # mutable, as the list it stands for
+
+
+def annotation_of_row(row: Sequence[Any]) -> Annotation:
+    """An annotation from its fields as a row, in Annotation's order, as they are."""
+    return Annotation(*row)
+
+
+def _rows_of_columns(columns: dict[str, Any]) -> list[tuple[int, str, str, float]]:
+    """Each annotation's row from the scanner's columns: what ``_annotation`` makes of the dict
+    the row stands for (the scanner holds a dict's device as an int, its time as a float, a
+    missing key as its default)."""
+    device, time = columns["device"], columns["time_us"]
+    devices = np.where((device >= 0) & (device < MAX_DEVICES), device, 0).tolist()
+    times = time.tolist()
+    for i in np.flatnonzero(~np.isfinite(time)).tolist():
+        times[i] = math.nan  # _as_time's NaN, the same object, as a row from a dict has it
+    shown: dict[str, str] = {}  # a recording names a few spans many times
+    stages = [shown[text] if text in shown else shown.setdefault(text, _shown(text)) for text in columns["stage"]]
+    names = [shown[text] if text in shown else shown.setdefault(text, _shown(text)) for text in columns["name"]]
+    return list(zip(devices, stages, names, times))
 
 
 def annotation_fields(annotations: Sequence[Annotation]) -> list[tuple[Any, ...]]:
@@ -524,13 +558,16 @@ def device_count(raw: dict[str, Any]) -> int:
 
 
 def assemble_model(raw: dict[str, Any], columns: list[TraceColumns], tables: ModelTables, source_path: str = "",
-                   source_size: int = 0, paired: Sequence[PairedLives | None] = ()) -> Snapshot:
+                   source_size: int = 0, paired: Sequence[PairedLives | None] = (),
+                   annotation_columns: dict[str, Any] | None = None) -> Snapshot:
     """The model from every device's trace columns and the rest of the snapshot dict.
 
     Shared by the plain loader and the streaming decoder, which builds ``columns`` (with
     ``tables``) while it reads and hands over ``raw`` without its traces. ``paired``: per
     device, its allocations' lives if they were paired already; taken where this model
-    would pair by the same actions.
+    would pair by the same actions. ``annotation_columns``: the external annotations as the
+    compiled scanner read them (:meth:`ExternalAnnotations.of_columns`), where ``raw`` holds
+    none of them.
     """
     strings, stacks, actions, warnings = tables.strings, tables.stacks, tables.actions, tables.warnings
     n_devices = len(columns)
@@ -568,7 +605,8 @@ def assemble_model(raw: dict[str, Any], columns: list[TraceColumns], tables: Mod
         actions=actions,
         devices=devices,
         allocator_settings=_safe_settings(raw.get("allocator_settings")),
-        annotations=ExternalAnnotations(raw.get("external_annotations") or [], _annotation),
+        annotations=(ExternalAnnotations(raw.get("external_annotations") or [], _annotation)
+                     if annotation_columns is None else ExternalAnnotations.of_columns(annotation_columns)),
         header=terminal_safe_value(raw.get("memtui_header")),  # type: ignore[arg-type]  # the loader checks it is a dict
         warnings=warnings,
         traced_devices=len(raw.get("device_traces") or []),

@@ -3,6 +3,7 @@
 #include "tables.c"
 #include "scan.c"
 #include "entry.c"
+#include "annotations.c"
 #include "parallel.c"
 #include "lifetimes.c"
 #include "columns.c"

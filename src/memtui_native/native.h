@@ -95,6 +95,8 @@ enum {
     K_FILENAME, K_LINE, K_NAME,
     /* the root key whose value holds the traces */
     K_DEVICE_TRACES,
+    /* an external annotation's keys besides name and time_us (annotations.c) */
+    K_STAGE, K_DEVICE,
     K_COUNT
 };
 #define ENTRY_KEYS_END K_FILENAME  /* K_ACTION..K_DEVICE_FREE are entry keys */

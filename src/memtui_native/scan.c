@@ -287,14 +287,13 @@ static int all_objects(Scanner *s, const uint8_t *at, Py_ssize_t from)
 
 /* ---- where the traces are ---------------------------------------------------------------- */
 
-/* A new list here is the value of the root dict's 'device_traces' key. */
-static int is_traces_position(Scanner *s)
+/* A new container here is the value of the root dict's key ``name``. */
+static int is_root_value_position(Scanner *s, const char *name)
 {
     Py_ssize_t n = s->stack.n;
-    if (s->dtlist || n < 2) return 0;
+    if (n < 2) return 0;
     Item *key = top(s, 0), *root = &VEC_AT(&s->stack, Item, 0);
-    if (key->kind != I_OBJ || !PyUnicode_CheckExact(key->obj) ||
-        PyUnicode_CompareWithASCIIString(key->obj, "device_traces") != 0)
+    if (key->kind != I_OBJ || !PyUnicode_CheckExact(key->obj) || PyUnicode_CompareWithASCIIString(key->obj, name) != 0)
         return 0;
     if (root->kind != I_OBJ || !PyDict_CheckExact(root->obj)) return 0;
     if (n == 2) return 1;  /* key value SETITEM */
@@ -302,6 +301,12 @@ static int is_traces_position(Scanner *s)
     for (Py_ssize_t i = 2; i < n; i++)
         if (VEC_AT(&s->stack, Item, i).kind != I_OBJ) return 0;
     return (n - 1 - 2) % 2 == 0;  /* a key's place among MARK k v k v ... */
+}
+
+/* A new list here is the value of the root dict's 'device_traces' key. */
+static int is_traces_position(Scanner *s)
+{
+    return !s->dtlist && is_root_value_position(s, "device_traces");
 }
 
 /* A new list here is a device trace; a new dict here is a trace entry (of *trace). */
@@ -370,6 +375,10 @@ static int do_append(Scanner *s, const uint8_t *at, Py_ssize_t to, Py_ssize_t fr
         return ST_OK;
     }
     if (target->kind != I_OBJ) return scan_fail(s, at, "appending to something that is not a list");
+    if (target->obj == s->annlist && !s->ann_plain) {
+        int taken = append_annotations(s, from);
+        if (taken != 1) return taken;  /* else made plain: appended below, as any list's items */
+    }
     if (target->obj == s->dtlist) {
         for (Py_ssize_t i = from; i < s->stack.n; i++) {
             Item *it = &VEC_AT(&s->stack, Item, i);
@@ -467,7 +476,7 @@ static int memo_put_top(Scanner *s, const uint8_t *at, int64_t index)
     if (!t || t->kind == I_MARK) return scan_fail(s, at, "memoizing with nothing on the stack");
     uint32_t slot = 0;
     if (t->kind == I_TRACE) slot = SLOT(SK_OPAQUE, 0);
-    else if (t->kind == I_ENTRY) slot = SLOT(SK_ENTRY, 0);
+    else if (t->kind == I_ENTRY || t->kind == I_ANNOT) slot = SLOT(SK_ENTRY, 0);
     else if (t->obj == s->dtlist) slot = SLOT(SK_OPAQUE, 0);
     else {
         if (s->objs.n > SLOT_VALUE_MAX) return scan_fail(s, at, "too many objects");
@@ -500,6 +509,7 @@ static int push_memo(Scanner *s, const uint8_t *at, int64_t index)
     case SK_OBJ: {
         PyObject *obj = VEC_AT(&s->objs, PyObject *, v);
         if (is_bottom(s, obj)) return scan_fail(s, at, "a reference to the top-level dict");
+        if (obj == s->annlist && (r = annotations_plain(s))) return r;  /* the list is shared: it holds its items */
         return push_obj(s, Py_NewRef(obj));
     }
     case SK_STR: return push_obj(s, Py_NewRef(VEC_AT(&s->strings.recs, StrRec, v).obj));
@@ -562,7 +572,8 @@ static int step(Scanner *s, Cur *c)
     case OP_POP:
         t = top(s, 0);
         if (!t) return scan_fail(s, p, "stack underflow");
-        if (t->kind == I_TRACE || t->kind == I_ENTRY) return scan_fail(s, p, "a trace or entry dropped");
+        if (t->kind == I_TRACE || t->kind == I_ENTRY || t->kind == I_ANNOT)
+            return scan_fail(s, p, "a trace or entry dropped");
         drop_items(s, s->stack.n - 1);
         c->p += 1;
         return ST_OK;
@@ -570,7 +581,7 @@ static int step(Scanner *s, Cur *c)
         if ((mark = find_mark(s)) < 0) return scan_fail(s, p, "a MARK is missing");
         for (Py_ssize_t i = mark; i < s->stack.n; i++) {
             uint8_t kind = VEC_AT(&s->stack, Item, i).kind;
-            if (kind == I_TRACE || kind == I_ENTRY) return scan_fail(s, p, "a trace or entry dropped");
+            if (kind == I_TRACE || kind == I_ENTRY || kind == I_ANNOT) return scan_fail(s, p, "a trace or entry dropped");
         }
         drop_items(s, mark);
         c->p += 1;
@@ -579,6 +590,7 @@ static int step(Scanner *s, Cur *c)
         t = top(s, 0);
         if (!t || t->kind != I_OBJ || t->obj == s->dtlist || is_bottom(s, t->obj))
             return scan_fail(s, p, "DUP of something other than data");
+        if (t->obj == s->annlist && (r = annotations_plain(s))) return r;
         c->p += 1;
         return push_obj(s, Py_NewRef(t->obj));
     case OP_NONE: c->p += 1; return push_obj(s, Py_NewRef(Py_None));
@@ -689,11 +701,24 @@ static int step(Scanner *s, Cur *c)
             s->dtlist = list;
             return push_obj(s, list);
         }
+        if (is_annotations_position(s)) {
+            PyObject *list = PyList_New(0);
+            if (!list) return ST_ERROR;
+            c->p += 1;
+            s->annlist = Py_NewRef(list);  /* held: a list that took its place must not be taken for it */
+            return push_obj(s, list);
+        }
         c->p += 1;
         return push_obj(s, PyList_New(0));
     case OP_EMPTY_DICT: {
         int32_t trace;
         if (in_trace(s, &trace)) return parse_entry(s, c, trace);
+        if (in_annotations(s)) {
+            if ((r = parse_annotation(s, c)) != ST_FAIL) return r;
+            s->reason = NULL;  /* not one the columns hold: read as plain data, the others made plain too */
+            s->refused = 0;
+            if ((r = annotations_plain(s))) return r;
+        }
         c->p += 1;
         return push_obj(s, PyDict_New());
     }
@@ -817,6 +842,8 @@ static void free_memo(Scanner *s)
 static void Scanner_dealloc(Scanner *s)
 {
     free_memo(s);
+    Py_CLEAR(s->annlist);
+    free_annotation_columns(s);
     free(s->par_range_s);
     for (Py_ssize_t i = 0; i < s->objs.n; i++) Py_DECREF(VEC_AT(&s->objs, PyObject *, i));
     vec_free(&s->objs);
@@ -939,6 +966,8 @@ static PyObject *Scanner_finish(Scanner *s, PyObject *args)
         if (PyList_GET_ITEM(traces, i) != t->placeholder) return finish_fail(s, "the device traces are out of order");
         if (t->appended != t->action.n) return finish_fail(s, "a trace entry is not in its trace");
     }
+    if (s->annlist && !s->ann_plain && s->ann_appended != s->ann_device.n)
+        return finish_fail(s, "an annotation is not in its list");
     free_memo(s);
     PyObject *out = PyDict_New(), *list = NULL;
     if (!out) return NULL;
@@ -953,6 +982,9 @@ static PyObject *Scanner_finish(Scanner *s, PyObject *args)
     Py_CLEAR(list);
     /* action names, in the order first seen */
     if (!(list = values_of(s, &s->actions)) || PyDict_SetItemString(out, "actions", list) < 0) goto error;
+    Py_CLEAR(list);
+    /* the external annotations read into columns, or None (annotations.c) */
+    if (!(list = annotation_columns(s)) || PyDict_SetItemString(out, "annotations", list) < 0) goto error;
     Py_CLEAR(list);
     /* frames by content: (filename, line, name, ((key, value), ...)) */
     if (!(list = PyList_New(s->ft.frames.n))) goto error;

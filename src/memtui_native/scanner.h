@@ -66,12 +66,12 @@ enum {
 #define MEMO_CHUNK (1 << MEMO_CHUNK_BITS)
 
 /* ---- stack items ------------------------------------------------------------------------ */
-enum { I_MARK = 1, I_OBJ, I_TRACE, I_ENTRY };
+enum { I_MARK = 1, I_OBJ, I_TRACE, I_ENTRY, I_ANNOT };
 
 typedef struct {
     uint8_t kind;
     int32_t trace;  /* I_TRACE, I_ENTRY */
-    int64_t row;    /* I_ENTRY */
+    int64_t row;    /* I_ENTRY; I_ANNOT: the annotation's row in the columns */
     PyObject *obj;  /* I_OBJ (owned) */
 } Item;
 
@@ -134,6 +134,13 @@ typedef struct {
     Vec traces;               /* Trace* */
     Map64 frozen;             /* objects the traces refer to: changing one is refused */
     PyObject *dtlist;         /* the list of device traces (borrowed: it lives on the stack or in root) */
+    /* The root's 'external_annotations' list (owned), whose items are read into the columns
+     * below while ann_plain is 0; from ann_plain on, they are dicts again (annotations.c). */
+    PyObject *annlist;
+    int ann_plain;
+    int64_t ann_appended;     /* rows the file has put in the list so far */
+    Vec ann_device, ann_time; /* int64 and double per annotation */
+    Vec ann_stage, ann_name;  /* int32 string ids */
     PyObject *root;           /* the unpickled object, once STOP is read */
     const uint8_t *base;      /* start of the buffer being fed */
     int64_t offset;           /* stream offset of base */
@@ -225,6 +232,14 @@ int memo_reserve(Scanner *s, int64_t upto);
 int opt_memo(Scanner *s, Cur *c, uint32_t slot, int64_t *index);
 int read_get_index(Scanner *s, Cur *c, int64_t *index);
 int push_item(Scanner *s, Item item);
+/* annotations.c: the external annotations in columns */
+int is_annotations_position(Scanner *s);
+int in_annotations(Scanner *s);
+int parse_annotation(Scanner *s, Cur *c);
+int annotations_plain(Scanner *s);
+int append_annotations(Scanner *s, Py_ssize_t from);
+PyObject *annotation_columns(Scanner *s);
+void free_annotation_columns(Scanner *s);
 
 int obj_to_strid(Scanner *s, const uint8_t *at, Py_ssize_t obj_index, int32_t *strid);
 int obj_to_fid(Scanner *s, const uint8_t *at, PyObject *obj, int32_t *fid);

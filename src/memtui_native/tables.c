@@ -214,7 +214,8 @@ static const char *const KEY_NAMES[K_COUNT] = {
     [K_ACTION] = "action", [K_ADDR] = "addr", [K_SIZE] = "size", [K_STREAM] = "stream",
     [K_TIME] = "time_us", [K_CTX] = "compile_context", [K_META] = "user_metadata",
     [K_FRAMES] = "frames", [K_DEVICE_FREE] = "device_free", [K_FILENAME] = "filename",
-    [K_LINE] = "line", [K_NAME] = "name", [K_DEVICE_TRACES] = "device_traces",
+    [K_LINE] = "line", [K_NAME] = "name", [K_DEVICE_TRACES] = "device_traces", [K_STAGE] = "stage",
+    [K_DEVICE] = "device",
 };
 
 static int8_t key_of(const char *s, Py_ssize_t n)

@@ -13,14 +13,17 @@ from memtui.open import open_snapshot
 from tests.fixtures import variants
 
 
-def _counting(monkeypatch) -> list[dict]:
-    made: list[dict] = []
-    real = model_snapshot._annotation
+def _counting(monkeypatch) -> list[object]:
+    """The annotations made, from a dict (the plain readers) or from a row (the compiled
+    scanner's columns, the model cache)."""
+    made: list[object] = []
+    for name in ("_annotation", "annotation_of_row"):
+        real = getattr(model_snapshot, name)
 
-    def counted(item):
-        made.append(item)
-        return real(item)
-    monkeypatch.setattr(model_snapshot, "_annotation", counted)
+        def counted(item, real=real):
+            made.append(item)
+            return real(item)
+        monkeypatch.setattr(model_snapshot, name, counted)
     return made
 
 

@@ -78,6 +78,9 @@ class Scanned:
     stack_flat: np.ndarray
     stack_offsets: np.ndarray
     parallel: dict  # ranges read by workers: planned, merged, read in order instead
+    # The external annotations read into columns (``device``, ``time_us`` arrays, ``stage``,
+    # ``name`` lists of str), where ``raw`` holds none of them; None where it holds them.
+    annotations: dict | None
     # The scan's thread's pairing (memtui/load/ahead.py), made while the model is built from
     # the columns; None when nothing is paired there.
     paired: ahead.Pairing | None = None
@@ -197,7 +200,11 @@ def _scanned(result: dict) -> Scanned:
         traces.append(ScannedTrace(t["rows"], columns, t["ctx_values"], t["meta_values"]))
     raw = dict(result["root"])
     raw["device_traces"] = [[] for _ in traces]
+    annotations = result["annotations"]
+    if annotations is not None:
+        annotations = {**annotations, "device": np.frombuffer(annotations["device"], np.int64),
+                       "time_us": np.frombuffer(annotations["time_us"], np.float64)}
     return Scanned(raw=raw, traces=traces, actions=result["actions"], frames=result["frames"],
                    stack_flat=np.frombuffer(result["stack_flat"], np.int32),
                    stack_offsets=np.frombuffer(result["stack_offsets"], np.int64), parallel=result["parallel"],
-                   paired=result.get("paired"))
+                   annotations=annotations, paired=result.get("paired"))
