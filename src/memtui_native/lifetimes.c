@@ -232,10 +232,14 @@ static void *number_range(void *arg)
             if (map64_put(&j->map, key, id) < 0 || VEC_PUSH(&j->ends, int32_t, 0) || VEC_PUSH(&j->lives_at, int32_t, 0))
                 return NULL;
         }
-        j->values[k] = id;
         int32_t v = VEC_AT(&j->ends, int32_t, id);
         j->versions[k] = v;
-        if (v >= VEC_AT(&j->lives_at, int32_t, id)) VEC_AT(&j->lives_at, int32_t, id) = v + 1;
+        /* The first event of life (id, v): an address's versions rise by one at a time, so
+         * this is where its lives reach v + 1. Marked (the id's complement) for fill_range,
+         * which then writes the life's first fields without reading them first. */
+        int first = v >= VEC_AT(&j->lives_at, int32_t, id);
+        if (first) VEC_AT(&j->lives_at, int32_t, id) = v + 1;
+        j->values[k] = first ? ~id : id;
         if (sh->roles[view_get(&sh->action, i) + 32768] & 4) VEC_AT(&j->ends, int32_t, id)++;
     }
     vec_free(&j->ends);
@@ -271,16 +275,18 @@ static void *fill_range(void *arg)
     PairShared *sh = j->sh;
     Lives *o = sh->o;
     size_t lives = (size_t)j->total;
-    memset(o->version + j->first_life, 0xFF, lives * sizeof(int32_t));  /* -1 */
+    /* -1 where no event gives a value (every life has a first event, which gives its version) */
     memset(o->start + j->first_life, 0xFF, lives * sizeof(int32_t));
     memset(o->request + j->first_life, 0xFF, lives * sizeof(int32_t));
     memset(o->end + j->first_life, 0xFF, lives * sizeof(int32_t));
     for (Py_ssize_t k = 0, i = -1; k < j->count; k++) {
         i = next_event(j, k, i);
-        int32_t v = j->versions[k], l = (int32_t)(j->first_life + j->rank[j->values[k]] + v);
+        int32_t id = j->values[k], first = id < 0;
+        if (first) id = ~id;
+        int32_t v = j->versions[k], l = (int32_t)(j->first_life + j->rank[id] + v);
         uint8_t role = sh->roles[view_get(&sh->action, i) + 32768];
         j->values[k] = l;
-        if (o->version[l] < 0) {
+        if (first) {  /* a store, no load: a trace's lives are spread over these arrays at random */
             o->version[l] = v;
             o->life_addr[l] = view_get(&sh->addr, i);
             o->life_size[l] = view_get(&sh->size, i);
