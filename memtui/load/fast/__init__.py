@@ -200,7 +200,7 @@ def _scanned(result: dict) -> Scanned:
         traces.append(ScannedTrace(t["rows"], columns, t["ctx_values"], t["meta_values"]))
     raw = dict(result["root"])
     raw["device_traces"] = [[] for _ in traces]
-    annotations = result["annotations"]
+    annotations = result.get("annotations")  # (None: the root holds them, as dicts)
     if annotations is not None:
         annotations = {**annotations, "device": np.frombuffer(annotations["device"], np.int64),
                        "time_us": np.frombuffer(annotations["time_us"], np.float64)}
