@@ -2,8 +2,8 @@
 file read another way) leaves for a caller that configured logging. Nothing is shown
 otherwise.
 
-The logging module is imported when a line is written, not at the start: it was a twentieth
-of the imports of a cold ``memtui info``, for lines that only a failure writes.
+The logging module is imported when a line is written, not at the start: about 7 ms of a cold
+``memtui info``'s imports (130 ms), for lines that only a failure writes.
 """
 
 from __future__ import annotations
