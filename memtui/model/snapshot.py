@@ -100,8 +100,11 @@ class ExternalAnnotations(Sequence[Annotation]):
         """Each annotation's fields as a row, in Annotation's order, without making them
         Annotations where the rows are what they are made from (the cache's): the explorer's
         first screen places 16,000 of them at a million events."""
-        if self._rows and self._items is not None:
-            return [tuple(row) for row in self._item_list()]
+        items = self._items  # read once: _all may let it go meanwhile
+        if self._rows and items is not None:
+            if callable(items):
+                items = self._items = items()
+            return [tuple(row) for row in items]
         return [annotation_row(a) for a in self._all()]
 
     def __len__(self) -> int:
