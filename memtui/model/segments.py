@@ -31,6 +31,8 @@ OTHER_STATES = "(other states)"
 
 @dataclass
 class SegmentTable:
+    """The snapshot's segments of one device, a column per field."""
+
     address: np.ndarray
     total_size: np.ndarray
     allocated_size: np.ndarray
@@ -52,6 +54,8 @@ class SegmentTable:
 
 @dataclass
 class BlockTable:
+    """The blocks of the snapshot's segments of one device, a column per field."""
+
     address: np.ndarray
     size: np.ndarray
     requested_size: np.ndarray

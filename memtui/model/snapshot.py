@@ -42,6 +42,8 @@ ALLOC_LEFT_OUT = "allocated in events this filtered export leaves out"
 
 @dataclass
 class Annotation:
+    """One of the file's external annotations: a span's start or end, as the model reads it."""
+
     device: int
     stage: str
     name: str
@@ -175,6 +177,8 @@ FIGURES = ("_action_counts", "_oom_indices", "time_span", "_stacked_actions", "f
 
 @dataclass
 class DeviceModel:
+    """One device's trace, lives, segments and blocks, and the figures made of them."""
+
     device: int
     trace: TraceColumns
     lives: Lifetimes  # block allocations

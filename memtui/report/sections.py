@@ -30,6 +30,8 @@ class Place:
 
 @dataclass(frozen=True)
 class Column:
+    """A table's column: the key of its cells in each row and the kind of value they hold."""
+
     key: str
     kind: Kind = "text"
     name: str = ""  # the heading a table widget shows; the key when empty
@@ -42,6 +44,8 @@ class Column:
 
 @dataclass
 class Section:
+    """What every part of a report has: its key and how its text is laid out."""
+
     key: str = ""  # names the section, so a front end can pick it out or leave it out
     space: bool = False  # a blank line before it in text, unless it comes first
     indent: str = ""  # before each of its text lines
@@ -106,6 +110,8 @@ AnySection = Lines | Notes | Evidence | Table
 
 @dataclass
 class Report:
+    """A title and the sections under it, as every front end shows a result."""
+
     title: str
     sections: list[AnySection] = field(default_factory=list)
 

@@ -19,6 +19,8 @@ class InfoOptions:
 
 @dataclass
 class InfoResult:
+    """``info``'s answer: the figures of each device, with the snapshot they describe."""
+
     snapshot: Snapshot
     summary: dict[str, Any]
 

@@ -33,6 +33,8 @@ class Result(Protocol):
 
 @dataclass(frozen=True)
 class AnalysisSpec:
+    """One analysis as every front end offers it: its command, options and service."""
+
     name: str  # the command: ``memtui NAME``
     help: str  # one paragraph: the command's help and the tool's description
     module: str  # the service module, in memtui.services: imported when first asked for (see below)
