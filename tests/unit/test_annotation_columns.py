@@ -111,7 +111,7 @@ def test_a_value_the_columns_hold_reads_as_the_dict_does(tmp_path, annotation):
 ])
 def test_an_annotation_the_columns_do_not_hold_makes_the_list_plain(tmp_path, odd):
     for at in (0, 1, 1200):  # the first; after one; in the second APPENDS batch, after a whole one
-        annotations = [_torch_like(i) for i in range(at)] + [odd] + [_torch_like(i) for i in range(1500)]
+        annotations = [_torch_like(i) for i in range(at)] + [odd] + [_torch_like(i) for i in range(100)]
         path = _write(tmp_path, annotations)
         assert _scanned_columns(path) is None
         _same_annotations(path)
