@@ -39,7 +39,6 @@ from memtui.model.trace import NARROW_COLUMNS, ModelTables, TraceBuilder, TraceC
 __all__ = ["ModelStore", "open_fast", "open_plain", "open_snapshot", "open_streaming"]
 
 
-
 class ModelStore(Protocol):
     """What :func:`open_snapshot` needs of a model cache (:class:`memtui.cache.store.ModelCache`)."""
 

@@ -225,5 +225,3 @@ def _annotation_rows(rows: object) -> list[Any]:
     if not isinstance(rows, list) or not all(isinstance(row, (list, tuple)) and len(row) == width for row in rows):
         raise ValueError("the cached annotations are not rows of an annotation's fields")
     return rows
-
-

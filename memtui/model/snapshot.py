@@ -82,12 +82,13 @@ class ExternalAnnotations(Sequence[Annotation]):
             with self._making:
                 made = self._made
                 if made is None:
-                    made = [self._make(item) for item in self._item_list()]
+                    made = [self._make(item) for item in self._listed(self._items)]
                     self._made, self._items = made, None
         return made
 
-    def _item_list(self) -> list[Any]:
-        items = self._items
+    def _listed(self, items: list[Any] | Callable[[], list[Any]] | None) -> list[Any]:
+        """``items`` (read once by the caller: _all may let them go meanwhile) as a list; where
+        they are the function that gives them, it is called and its list kept."""
         if callable(items):
             items = self._items = items()
         return items or []
@@ -102,11 +103,9 @@ class ExternalAnnotations(Sequence[Annotation]):
         """Each annotation's fields as a row, in Annotation's order, without making them
         Annotations where the rows are what they are made from (the cache's): the explorer's
         first screen places 16,000 of them at a million events."""
-        items = self._items  # read once: _all may let it go meanwhile
+        items = self._items
         if self._rows and items is not None:
-            if callable(items):
-                items = self._items = items()
-            return [tuple(row) for row in items]
+            return [tuple(row) for row in self._listed(items)]
         return [annotation_row(a) for a in self._all()]
 
     def __len__(self) -> int:
@@ -144,10 +143,12 @@ def _rows_of_columns(columns: dict[str, Any]) -> list[tuple[int, str, str, float
     times = time.tolist()
     for i in np.flatnonzero(~np.isfinite(time)).tolist():
         times[i] = math.nan  # _as_time's NaN, the same object, as a row from a dict has it
-    shown: dict[str, str] = {}  # a recording names a few spans many times
-    stages = [shown[text] if text in shown else shown.setdefault(text, _shown(text)) for text in columns["stage"]]
-    names = [shown[text] if text in shown else shown.setdefault(text, _shown(text)) for text in columns["name"]]
-    return list(zip(devices, stages, names, times))
+    shown: dict[str, str] = {}  # a recording names a few spans many times: each is made safe once
+
+    def safe(texts: list[str]) -> list[str]:
+        return [shown[text] if text in shown else shown.setdefault(text, _shown(text)) for text in texts]
+
+    return list(zip(devices, safe(columns["stage"]), safe(columns["name"]), times))
 
 
 def annotation_fields(annotations: Sequence[Annotation]) -> list[tuple[Any, ...]]:

@@ -17,7 +17,7 @@
 /* Whether a new list here is the root dict's 'external_annotations' (the columns' list). */
 int is_annotations_position(Scanner *s)
 {
-    return !s->annlist && !s->ann_plain && is_root_value_position(s, "external_annotations");
+    return !s->annlist && is_root_value_position(s, "external_annotations");
 }
 
 /* Whether a new dict here is the next annotation of the columns' list. */
