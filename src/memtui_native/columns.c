@@ -473,7 +473,7 @@ PyObject *native_positions(PyObject *self, PyObject *args)
     run_pool(position_part, jobs, sizeof(CodesJob), parts, parts);  /* counted first: each part's place */
     Py_END_ALLOW_THREADS
     for (int p = 0; p < parts; p++) total += jobs[p].found;
-    rows = malloc((size_t)(total ? total : 1) * sizeof(int64_t));
+    rows = large_malloc((size_t)(total ? total : 1) * sizeof(int64_t));
     if (!rows) { PyErr_NoMemory(); goto done; }
     if (total) {
         Py_ssize_t at = 0;

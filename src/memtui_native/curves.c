@@ -164,7 +164,7 @@ PyObject *native_allocated_curve(PyObject *self, PyObject *args)
         if (int_view(&bufs[got], &v[got], names[got])) { got++; goto done; }
     }
     if (same_length(v, 4, v[0].n)) goto done;
-    if (!(curve = calloc((size_t)(n > 0 ? n : 1), sizeof(uint64_t)))) { PyErr_NoMemory(); goto done; }
+    if (!(curve = large_calloc((size_t)(n > 0 ? n : 1), sizeof(uint64_t)))) { PyErr_NoMemory(); goto done; }
     if (!(parts = curve_parts(n, threads, &n_parts)) || !(slices = curve_parts(v[0].n, HAVE_ATOMIC_ADD ? threads : 1, &n_slices)))
         goto done;
     for (int p = 0; p < n_parts; p++) parts[p].curve = curve;
@@ -216,7 +216,7 @@ PyObject *native_reserved_curve(PyObject *self, PyObject *args)
     if (PyObject_GetBuffer(so, &sb, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) goto done;
     if (int_view(&ab, &v[0], "action") || int_view(&sb, &v[1], "size") || same_length(&v[1], 1, v[0].n)) goto done;
     Py_ssize_t n = v[0].n;
-    if (!(curve = malloc((size_t)(n > 0 ? n : 1) * sizeof(uint64_t)))) { PyErr_NoMemory(); goto done; }
+    if (!(curve = large_malloc((size_t)(n > 0 ? n : 1) * sizeof(uint64_t)))) { PyErr_NoMemory(); goto done; }
     if (!(parts = curve_parts(n, threads, &n_parts))) goto done;
     for (int p = 0; p < n_parts; p++) {
         parts[p].v = v;

@@ -51,7 +51,7 @@ typedef struct {
  * same for every address (the high bits, mostly) are skipped. */
 static int radix_sort(AddrId *items, Py_ssize_t n)
 {
-    AddrId *tmp = malloc((size_t)(n ? n : 1) * sizeof(AddrId));
+    AddrId *tmp = large_malloc((size_t)(n ? n : 1) * sizeof(AddrId));
     Py_ssize_t *counts = malloc(65536 * sizeof(Py_ssize_t));
     if (!tmp || !counts) { free(tmp); free(counts); return -1; }
     AddrId *src = items, *dst = tmp;
@@ -388,9 +388,9 @@ static int pair_lives(const IntView *action, const IntView *addr, const IntView 
         jobs[p].count = taking_part - first;
     }
     size_t cap = (size_t)(taking_part ? taking_part : 1) * sizeof(int32_t);
-    events = parts > 1 ? malloc(cap) : NULL;
-    versions = malloc(cap);
-    values = malloc(cap);
+    events = parts > 1 ? large_malloc(cap) : NULL;
+    versions = large_malloc(cap);
+    values = large_malloc(cap);
     if ((parts > 1 && !events) || !versions || !values) goto done;
     for (Py_ssize_t p = 0, first = 0; p < parts; first += jobs[p].count, p++) {
         jobs[p].events = events ? events + first : NULL;
@@ -408,20 +408,20 @@ static int pair_lives(const IntView *action, const IntView *addr, const IntView 
     }
     if (total >= INT32_MAX) { err = PAIR_TOO_MANY; goto done; }
     Py_ssize_t lives = (Py_ssize_t)total, lives_cap = lives ? lives : 1;
-    o->life_addr = malloc((size_t)lives_cap * sizeof(int64_t));
-    o->version = malloc((size_t)lives_cap * sizeof(int32_t));
-    o->start = malloc((size_t)lives_cap * sizeof(int32_t));
-    o->request = malloc((size_t)lives_cap * sizeof(int32_t));
-    o->end = malloc((size_t)lives_cap * sizeof(int32_t));
-    o->life_size = malloc((size_t)lives_cap * sizeof(int64_t));
+    o->life_addr = large_malloc((size_t)lives_cap * sizeof(int64_t));
+    o->version = large_malloc((size_t)lives_cap * sizeof(int32_t));
+    o->start = large_malloc((size_t)lives_cap * sizeof(int32_t));
+    o->request = large_malloc((size_t)lives_cap * sizeof(int32_t));
+    o->end = large_malloc((size_t)lives_cap * sizeof(int32_t));
+    o->life_size = large_malloc((size_t)lives_cap * sizeof(int64_t));
     if (!o->life_addr || !o->version || !o->start || !o->request || !o->end || !o->life_size) goto done;
     run_pool(fill_range, jobs, sizeof(PairJob), parts, parts);
     free(events);  /* the stripes find their events' places from sh.at */
     events = NULL;
     o->version_width = narrow_width(top_version);
     o->life_width = narrow_width(total - 1);
-    o->event_version = malloc((size_t)(n ? n : 1) * (size_t)o->version_width);
-    o->event_life = malloc((size_t)(n ? n : 1) * (size_t)o->life_width);
+    o->event_version = large_malloc((size_t)(n ? n : 1) * (size_t)o->version_width);
+    o->event_life = large_malloc((size_t)(n ? n : 1) * (size_t)o->life_width);
     if (!o->event_version || !o->event_life) goto done;
     run_pool(write_events, jobs, sizeof(PairJob), parts, parts);
     o->lives = lives;

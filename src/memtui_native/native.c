@@ -1,5 +1,6 @@
 /* memtui._native as one translation unit, so the compiler can inline across the parts:
  * the scanner's inner loop calls from entry.c into scan.c and tables.c for every value. */
+#include "large.c"
 #include "tables.c"
 #include "scan.c"
 #include "entry.c"

@@ -24,6 +24,14 @@ enum { ST_OK = 0, ST_MORE = 1, ST_FAIL = 2, ST_ERROR = 3 };
  * ST_ERROR: a Python exception is set, or, with none set, memory ran out (the helpers
  * below never call Python, so worker threads can use them without the GIL). */
 
+/* ---- large blocks (large.c) ----------------------------------------------------------- */
+size_t large_bytes(size_t bytes);                 /* the size to ask for a block of at least ``bytes`` */
+void advise_large(void *data, size_t bytes);      /* ask for 2 MiB pages for a block from malloc */
+void *large_realloc(void *data, size_t bytes);    /* realloc, then advise_large; ``bytes`` from large_bytes */
+void *large_malloc(size_t bytes);
+void *large_calloc(size_t items, size_t item_size);
+void *large_aligned(size_t bytes);                /* ``bytes`` (a whole number of 2 MiB) on a 2 MiB boundary */
+
 /* ---- growable arrays ----------------------------------------------------------------- */
 typedef struct {
     void *data;

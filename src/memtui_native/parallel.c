@@ -94,7 +94,7 @@ int defer_code(Scanner *s, int64_t index, int use, int32_t *code)
 static int own_chunk(Scanner *s, Py_ssize_t chunk)
 {
     if (VEC_AT(&s->memo_own, uint8_t, chunk)) return ST_OK;
-    uint32_t *own = malloc(MEMO_CHUNK * sizeof(uint32_t));
+    uint32_t *own = memo_chunk();
     if (!own) return ST_ERROR;
     memcpy(own, s->memo[chunk], MEMO_CHUNK * sizeof(uint32_t));
     s->memo[chunk] = own;
@@ -185,8 +185,8 @@ static int reader_open(Reader *r, int fd, int64_t pos, int64_t limit)
     r->fd = fd;
     r->pos = pos;
     r->limit = limit;
-    r->cap = READ_CHUNK;
-    r->buf = malloc((size_t)r->cap);
+    r->cap = (Py_ssize_t)large_bytes((size_t)READ_CHUNK);
+    r->buf = large_realloc(NULL, (size_t)r->cap);
     return r->buf ? 0 : -1;
 }
 
@@ -209,10 +209,11 @@ static Py_ssize_t reader_fill(Reader *r, Py_ssize_t keep)
     }
     if (r->len == r->cap) {
         if (r->cap >= MAX_ITEM) return -2;
-        uint8_t *bigger = realloc(r->buf, (size_t)r->cap * 2);
+        size_t bytes = large_bytes((size_t)r->cap * 2);
+        uint8_t *bigger = large_realloc(r->buf, bytes);
         if (!bigger) return -2;
         r->buf = bigger;
-        r->cap *= 2;
+        r->cap = (Py_ssize_t)bytes;
     }
     int64_t left = r->limit - (r->pos + r->len);
     Py_ssize_t want = r->cap - r->len;
@@ -481,7 +482,7 @@ static int worker_setup(Worker *w)
         int64_t lo = (int64_t)k << MEMO_CHUNK_BITS, hi = lo + MEMO_CHUNK;
         if (hi <= m0) { s->memo[k] = p->memo[k]; continue; }     /* the parent's, whole */
         if (lo >= m0) { s->memo[k] = deferred_chunk; continue; }  /* copied when a code is cached */
-        uint32_t *own = malloc(MEMO_CHUNK * sizeof(uint32_t));    /* both: a copy of its own */
+        uint32_t *own = memo_chunk();    /* both: a copy of its own */
         if (!own) return -1;
         for (int64_t i = lo; i < hi; i++) own[i - lo] = i < m0 ? p->memo[k][i - lo] : SLOT(SK_DEFERRED, 0);
         s->memo[k] = own;

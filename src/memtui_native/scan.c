@@ -35,6 +35,13 @@ static int refuse(Scanner *s, const uint8_t *at, const char *reason)
 
 /* ---- memo ------------------------------------------------------------------------------ */
 
+/* A chunk of MEMO_CHUNK slots: 4 MiB, a size fixed by the slots' arithmetic, so aligned
+ * rather than sized for 2 MiB pages (large.c). */
+static uint32_t *memo_chunk(void)
+{
+    return large_aligned(MEMO_CHUNK * sizeof(uint32_t));
+}
+
 int memo_set(Scanner *s, const uint8_t *at, int64_t index, uint32_t slot)
 {
     if (s->worker) {  /* its own slots, numbered from its range's first */
@@ -54,7 +61,7 @@ int memo_set(Scanner *s, const uint8_t *at, int64_t index, uint32_t slot)
             uint32_t **chunks = realloc(s->memo, (size_t)(chunk + 1) * sizeof(uint32_t *));
             if (!chunks) return ST_ERROR;
             s->memo = chunks;
-            s->memo[chunk] = malloc(MEMO_CHUNK * sizeof(uint32_t));
+            s->memo[chunk] = memo_chunk();
             if (!s->memo[chunk]) return ST_ERROR;
             s->memo_chunks = chunk + 1;
         }
@@ -74,7 +81,7 @@ int memo_reserve(Scanner *s, int64_t upto)
     if (!chunks) return ST_ERROR;
     s->memo = chunks;
     for (; s->memo_chunks < need; s->memo_chunks++) {
-        s->memo[s->memo_chunks] = malloc(MEMO_CHUNK * sizeof(uint32_t));
+        s->memo[s->memo_chunks] = memo_chunk();
         if (!s->memo[s->memo_chunks]) return ST_ERROR;
     }
     return ST_OK;

@@ -14,10 +14,11 @@ int vec_reserve(Vec *v, Py_ssize_t items, size_t item_size)
         cap *= 2;
     }
     if ((size_t)cap > (size_t)PY_SSIZE_T_MAX / item_size) return -1;
-    void *data = realloc(v->data, (size_t)cap * item_size);
+    size_t bytes = large_bytes((size_t)cap * item_size);
+    void *data = large_realloc(v->data, bytes);
     if (data == NULL) return -1;
     v->data = data;
-    v->cap = cap;
+    v->cap = (Py_ssize_t)(bytes / item_size);
     return 0;
 }
 
@@ -57,7 +58,8 @@ int intcol_grow(IntCol *c, int64_t value)
     Py_ssize_t cap = c->cap;
     if (c->n == cap) cap = cap ? cap * 2 : 4096;
     if (cap > PY_SSIZE_T_MAX / 8) return -1;
-    uint8_t *data = realloc(c->data, (size_t)cap * (size_t)width);
+    size_t bytes = large_bytes((size_t)cap * (size_t)width);
+    uint8_t *data = large_realloc(c->data, bytes);
     if (data == NULL) return -1;
     if (width != c->width && c->width) {
         /* Widen in place from the end: item i moves from i*old to i*new >= i*old, and the
@@ -66,7 +68,7 @@ int intcol_grow(IntCol *c, int64_t value)
         for (Py_ssize_t i = c->n - 1; i >= 0; i--) intcol_set(data, width, i, intcol_get(&old, i));
     }
     c->data = data;
-    c->cap = cap;
+    c->cap = (Py_ssize_t)(bytes / (size_t)width);
     c->width = width;
     return 0;
 }
@@ -79,14 +81,15 @@ int intcol_fit(IntCol *c, Py_ssize_t items, int width)
     while (cap < items) cap *= 2;
     if (cap == c->cap && width == c->width) return 0;
     if (cap > PY_SSIZE_T_MAX / 8) return -1;
-    uint8_t *data = realloc(c->data, (size_t)cap * (size_t)width);
+    size_t bytes = large_bytes((size_t)cap * (size_t)width);
+    uint8_t *data = large_realloc(c->data, bytes);
     if (data == NULL) return -1;
     if (width != c->width && c->width) {
         IntCol old = {data, c->n, cap, c->width};
         for (Py_ssize_t i = c->n - 1; i >= 0; i--) intcol_set(data, width, i, intcol_get(&old, i));
     }
     c->data = data;
-    c->cap = cap;
+    c->cap = (Py_ssize_t)(bytes / (size_t)width);
     c->width = width;
     return 0;
 }
@@ -159,8 +162,8 @@ int32_t map64_get(const Map64 *m, uint64_t key, int32_t missing)
 
 static int map64_resize(Map64 *m, Py_ssize_t cap)
 {
-    uint64_t *keys = malloc((size_t)cap * sizeof(uint64_t));
-    int32_t *values = malloc((size_t)cap * sizeof(int32_t));
+    uint64_t *keys = large_malloc((size_t)cap * sizeof(uint64_t));
+    int32_t *values = large_malloc((size_t)cap * sizeof(int32_t));
     if (!keys || !values) { free(keys); free(values); return -1; }
     for (Py_ssize_t i = 0; i < cap; i++) values[i] = MAP_EMPTY;
     size_t mask = (size_t)cap - 1;
@@ -228,7 +231,7 @@ static int8_t key_of(const char *s, Py_ssize_t n)
 
 static int str_resize(StrTable *t, Py_ssize_t cap)
 {
-    int32_t *slots = malloc((size_t)cap * sizeof(int32_t));
+    int32_t *slots = large_malloc((size_t)cap * sizeof(int32_t));
     if (!slots) return -1;
     for (Py_ssize_t i = 0; i < cap; i++) slots[i] = -1;
     size_t mask = (size_t)cap - 1;
@@ -345,7 +348,7 @@ static int frame_equal(const FrameTables *t, const FrameKey *k, int32_t filename
 static int slots_resize(int32_t **slots_p, Py_ssize_t *cap_p, Py_ssize_t cap, const Vec *items, int is_frames,
                         const FrameTables *t)
 {
-    int32_t *slots = malloc((size_t)cap * sizeof(int32_t));
+    int32_t *slots = large_malloc((size_t)cap * sizeof(int32_t));
     if (!slots) return -1;
     for (Py_ssize_t i = 0; i < cap; i++) slots[i] = -1;
     size_t mask = (size_t)cap - 1;
