@@ -161,6 +161,7 @@ struct PairJob {
     Vec ends, lives_at;
     AddrId *distinct;
     int32_t *rank;
+    uint8_t *seen;            /* per address id: the roles its current life has had (fill_range) */
     Py_ssize_t u;
     int64_t total, first_life;
     int32_t top_version;
@@ -245,7 +246,8 @@ static void *number_range(void *arg)
     vec_free(&j->ends);
     j->distinct = malloc((size_t)(j->u ? j->u : 1) * sizeof(AddrId));
     j->rank = malloc((size_t)(j->u ? j->u : 1) * sizeof(int32_t));
-    if (!j->distinct || !j->rank) return NULL;
+    j->seen = malloc((size_t)(j->u ? j->u : 1));
+    if (!j->distinct || !j->rank || !j->seen) return NULL;
     for (Py_ssize_t k = 0; k < j->map.cap; k++) {
         if (j->map.values[k] == INT32_MIN) continue;
         j->distinct[j->map.values[k]] = (AddrId){(int64_t)j->map.keys[k], j->map.values[k]};
@@ -268,32 +270,38 @@ static void *number_range(void *arg)
 }
 
 /* step 4, by range: each event's life, and each life's fields (the range's lives are its
- * own slice of every per-life array) */
+ * own slice of every per-life array).
+ *
+ * A life's fields are only stored, never read back: a trace's lives are spread over these
+ * arrays at random, and reading whether a life had its start yet (a load the next step
+ * waited for) was most of this step. An address's lives come one after the other in event
+ * order (its version rises at each end), so the roles the current life has had are kept per
+ * address, in ``seen``, which is small and stays in the cache. */
 static void *fill_range(void *arg)
 {
     PairJob *j = arg;
     PairShared *sh = j->sh;
     Lives *o = sh->o;
-    size_t lives = (size_t)j->total;
-    /* -1 where no event gives a value (every life has a first event, which gives its version) */
-    memset(o->start + j->first_life, 0xFF, lives * sizeof(int32_t));
-    memset(o->request + j->first_life, 0xFF, lives * sizeof(int32_t));
-    memset(o->end + j->first_life, 0xFF, lives * sizeof(int32_t));
+    uint8_t *seen = j->seen;
     for (Py_ssize_t k = 0, i = -1; k < j->count; k++) {
         i = next_event(j, k, i);
         int32_t id = j->values[k], first = id < 0;
         if (first) id = ~id;
         int32_t v = j->versions[k], l = (int32_t)(j->first_life + j->rank[id] + v);
-        uint8_t role = sh->roles[view_get(&sh->action, i) + 32768];
+        uint8_t role = sh->roles[view_get(&sh->action, i) + 32768] & 7;
         j->values[k] = l;
-        if (first) {  /* a store, no load: a trace's lives are spread over these arrays at random */
+        if (first) {  /* every life has one: -1 where no event of it gives a value */
             o->version[l] = v;
             o->life_addr[l] = view_get(&sh->addr, i);
             o->life_size[l] = view_get(&sh->size, i);
+            o->start[l] = o->request[l] = o->end[l] = -1;
+            seen[id] = 0;
         }
-        if ((role & 1) && o->start[l] < 0) { o->start[l] = (int32_t)i; o->life_size[l] = view_get(&sh->size, i); }
-        if ((role & 2) && o->request[l] < 0) o->request[l] = (int32_t)i;
-        if ((role & 4) && o->end[l] < 0) o->end[l] = (int32_t)i;
+        uint8_t fresh = role & (uint8_t)~seen[id];  /* the life's first event of each role */
+        seen[id] |= role;
+        if (fresh & 1) { o->start[l] = (int32_t)i; o->life_size[l] = view_get(&sh->size, i); }
+        if (fresh & 2) o->request[l] = (int32_t)i;
+        if (fresh & 4) o->end[l] = (int32_t)i;
     }
     return NULL;
 }
@@ -434,6 +442,7 @@ done:
             vec_free(&jobs[p].lives_at);
             free(jobs[p].distinct);
             free(jobs[p].rank);
+            free(jobs[p].seen);
         }
     free(jobs);
     free(events);
