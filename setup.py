@@ -17,8 +17,8 @@ from setuptools.command.build_py import build_py
 
 # One translation unit (native.c includes the others), so calls between the parts inline.
 SOURCES = ["native.c"]
-HEADERS = ["native.h", "scanner.h", "module.c", "scan.c", "entry.c", "large.c", "tables.c", "lifetimes.c", "columns.c", "curves.c",
-           "allocator.c", "annotations.c", "parallel.c", "merge.c", "opcodes.c", "checksum.c", "reach.c"]
+HEADERS = ["native.h", "scanner.h", "module.c", "scan.c", "entry.c", "large.c", "tables.c", "lifetimes.c", "columns.c",
+           "curves.c", "allocator.c", "annotations.c", "parallel.c", "merge.c", "opcodes.c", "checksum.c", "reach.c"]
 
 
 class OptionalBuildExt(build_ext):
