@@ -52,6 +52,10 @@ def _assert_large_block(array: np.ndarray) -> None:
 
 
 def test_a_compiled_curve_lies_on_2_mib_pages():
+    # A scanner made first, as every open makes one: it has glibc map each large block on its
+    # own (scan.c, map_large_blocks), which the alignment relies on. Without it, a process
+    # that has freed large blocks may be given this one from its heap.
+    native.Scanner()
     n = 1 << 19  # 4 MiB of int64
     action = np.full(n, act.SEGMENT_ALLOC, np.int16)
     signs = np.zeros(max(act.SEGMENT_ACTIONS) + 1, np.int8)
