@@ -20,10 +20,11 @@ CHECK_EVERY_S = 0.05
 
 
 class WorkAfterKeysPause:
-    """Mixed into the App; :attr:`last_key_at` is set as each key comes in (key_order.py)."""
+    """Mixed into the App after :class:`memtui.tui.key_order.OrderedKeys`, which keeps
+    :attr:`last_key_at` as each key comes in."""
 
     keys_pause_s = KEYS_PAUSE_S  # 0: the work runs once the screen is drawn, pause or not
-    last_key_at = 0.0
+    last_key_at: float  # OrderedKeys's (key_order.py)
 
     def _init_keys_pause(self) -> None:
         self._after_pause: list[Callable[[], None]] = []
