@@ -9,7 +9,7 @@ from memtui.analysis.live import reserved_curve
 from memtui.model.lifetimes import NONE
 from memtui.model.segments import PENDING_FREE
 from memtui.open import open_snapshot
-from memtui.replay import Replayer, _add_range, _remove_range
+from memtui.replay import MIN_BLOCK_SIZE, Replayer, _add_range, _remove_range, rounded_block_sizes
 from tests.conftest import sample_files, shared_params
 from tests.fixtures.opened import cached
 
@@ -185,3 +185,17 @@ def test_the_replayer_reads_the_lives_columns_and_never_writes_them(path):
                 assert ((start <= i) & ((end == NONE) | (end > i))).all()
                 pending = got.blk_state[got.blk_life != NONE] == PENDING_FREE
                 assert np.array_equal(pending, (request != NONE) & (request <= i))
+
+
+def test_block_sizes_round_up_as_the_allocator_does_for_every_value():
+    assert MIN_BLOCK_SIZE & (MIN_BLOCK_SIZE - 1) == 0  # a power of two, which the rounding relies on
+    edges = [-(1 << 40), -513, -512, -511, -1, 0, 1, 511, 512, 513, 1023, 1024, (1 << 31) - 1, 1 << 31, (1 << 62) - 1]
+    rng = np.random.default_rng(11)
+    values = edges + [int(v) for v in rng.integers(-(1 << 20), 1 << 50, 2000)]
+    expected = [max(0, -(-v // MIN_BLOCK_SIZE) * MIN_BLOCK_SIZE) for v in values]
+    for dtype in (np.int64, np.int32):
+        fitting = [v for v in values if np.iinfo(dtype).min <= v <= np.iinfo(dtype).max]
+        got = rounded_block_sizes(np.array(fitting, dtype))
+        assert got.dtype == np.int64
+        assert got.tolist() == [max(0, -(-v // MIN_BLOCK_SIZE) * MIN_BLOCK_SIZE) for v in fitting]
+    assert rounded_block_sizes(np.array(values, np.int64)).tolist() == expected
