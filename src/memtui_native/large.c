@@ -11,7 +11,9 @@
  * 2 MiB. glibc maps each large block on its own (scan.c, map_large_blocks) with its header
  * in front, so a large block is asked for in sizes of a whole number of 2 MiB less
  * LARGE_HEADER: the mapping then starts on a boundary and every 2 MiB of it can be one page.
- * Elsewhere (another C library, another kernel) the advice and the sizes are harmless. */
+ * Elsewhere (another C library, another kernel) the advice and the sizes are harmless; where
+ * the base page is not 4 KiB (arm64's 16 and 64 KiB pages make the large page 32 or 512 MiB)
+ * blocks are neither sized nor advised. */
 #include "native.h"
 
 #include <stdlib.h>
@@ -21,24 +23,29 @@
 #endif
 
 #define HUGE_PAGE ((size_t)2 << 20)
+#define BASE_PAGE ((uintptr_t)4096)
 #define LARGE_HEADER 64  /* room for glibc's header before a mapped block (16 bytes) */
+
+static int large_pages;  /* set once, by large_init, before any thread of the module runs */
+
+void large_init(void)
+{
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    large_pages = sysconf(_SC_PAGESIZE) == (long)BASE_PAGE;
+#endif
+}
 
 size_t large_bytes(size_t bytes)
 {
-    if (bytes < HUGE_PAGE || bytes > SIZE_MAX / 2) return bytes;
+    if (!large_pages || bytes < HUGE_PAGE || bytes > SIZE_MAX / 2) return bytes;
     return (bytes + LARGE_HEADER + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE - LARGE_HEADER;
 }
 
 void advise_large(void *data, size_t bytes)
 {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-    static uintptr_t page;
-    if (!data || bytes < HUGE_PAGE) return;
-    if (!page) {
-        long size = sysconf(_SC_PAGESIZE);
-        page = size > 0 ? (uintptr_t)size : 4096;
-    }
-    uintptr_t start = (uintptr_t)data & ~(page - 1);
+    if (!large_pages || !data || bytes < HUGE_PAGE) return;
+    uintptr_t start = (uintptr_t)data & ~(BASE_PAGE - 1);
     (void)madvise((void *)start, bytes + ((uintptr_t)data - start), MADV_HUGEPAGE);  /* advice: a refusal changes nothing */
 #else
     (void)data;
@@ -64,7 +71,7 @@ void *large_aligned(size_t bytes)
 {
 #if defined(__linux__)
     void *data = NULL;
-    if (bytes < HUGE_PAGE || bytes % HUGE_PAGE) return malloc(bytes);
+    if (!large_pages || bytes < HUGE_PAGE || bytes % HUGE_PAGE) return malloc(bytes);
     if (posix_memalign(&data, HUGE_PAGE, bytes) != 0) return NULL;
     advise_large(data, bytes);
     return data;

@@ -68,8 +68,8 @@ static PyObject *native_utf8_valid(PyObject *self, PyObject *args)
 
 static PyMethodDef module_methods[] = {
     {"_parallel_limits", native_parallel_limits, METH_VARARGS,
-     "_parallel_limits(prefix_rows, min_range, search_span, read_chunk, piece_rows, last_range_delay_us) -> the old ones "
-     "(tests make them small, and the last range slow)"},
+     "_parallel_limits(prefix_rows, min_range, search_span, read_chunk, piece_rows, last_range_delay_us, max_item) "
+     "-> the old ones (tests make them small, and the last range slow)"},
     {"_utf8_valid", native_utf8_valid, METH_VARARGS,
      "_utf8_valid(bytes) -> whether a worker thread takes them as a string (tests compare with Python)"},
     {"checksum", native_checksum, METH_VARARGS,
@@ -118,6 +118,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__native(void)
 {
     optable_init();
+    large_init();
     if (PyType_Ready(&BufferType) < 0 || PyType_Ready(&ScannerType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;

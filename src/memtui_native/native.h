@@ -25,6 +25,7 @@ enum { ST_OK = 0, ST_MORE = 1, ST_FAIL = 2, ST_ERROR = 3 };
  * below never call Python, so worker threads can use them without the GIL). */
 
 /* ---- large blocks (large.c) ----------------------------------------------------------- */
+void large_init(void);                            /* once, as the module is made */
 size_t large_bytes(size_t bytes);                 /* the size to ask for a block of at least ``bytes`` */
 void advise_large(void *data, size_t bytes);      /* ask for 2 MiB pages for a block from malloc */
 void *large_realloc(void *data, size_t bytes);    /* realloc, then advise_large; ``bytes`` from large_bytes */

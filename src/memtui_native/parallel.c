@@ -41,7 +41,7 @@
 #define HAVE_THREADS 0
 #endif
 
-#define MAX_ITEM ((Py_ssize_t)1 << 30)  /* one opcode larger than this is not read here */
+static Py_ssize_t MAX_ITEM = (Py_ssize_t)1 << 30;  /* a reader's buffer, at most: one opcode larger is not read here */
 /* Tests make these small, so files of a few kilobytes are read by many workers. */
 static int64_t PREFIX_ROWS = 4096;             /* entries read in order before the workers start */
 /* Bytes of entries per worker, at least: below it a worker's start, its columns and its merge
@@ -210,6 +210,7 @@ static Py_ssize_t reader_fill(Reader *r, Py_ssize_t keep)
     if (r->len == r->cap) {
         if (r->cap >= MAX_ITEM) return -2;
         size_t bytes = large_bytes((size_t)r->cap * 2);
+        if (bytes > (size_t)MAX_ITEM) bytes = (size_t)MAX_ITEM;  /* the limit, not the size rounded past it */
         uint8_t *bigger = large_realloc(r->buf, bytes);
         if (!bigger) return -2;
         r->buf = bigger;
@@ -1056,17 +1057,19 @@ static PyObject *native_parallel_limits(PyObject *self, PyObject *args)
 {
     (void)self;
     long long prefix_rows = PREFIX_ROWS, min_range = MIN_RANGE, search_span = SEARCH_SPAN, read_chunk = READ_CHUNK,
-              piece_rows = PIECE_ROWS, last_range_delay_us = LAST_RANGE_DELAY_US;
-    if (!PyArg_ParseTuple(args, "|LLLLLL", &prefix_rows, &min_range, &search_span, &read_chunk, &piece_rows,
-                          &last_range_delay_us))
+              piece_rows = PIECE_ROWS, last_range_delay_us = LAST_RANGE_DELAY_US, max_item = MAX_ITEM;
+    if (!PyArg_ParseTuple(args, "|LLLLLLL", &prefix_rows, &min_range, &search_span, &read_chunk, &piece_rows,
+                          &last_range_delay_us, &max_item))
         return NULL;
-    PyObject *old = Py_BuildValue("(LLLLLL)", (long long)PREFIX_ROWS, (long long)MIN_RANGE, (long long)SEARCH_SPAN,
-                                  (long long)READ_CHUNK, (long long)PIECE_ROWS, (long long)LAST_RANGE_DELAY_US);
+    PyObject *old = Py_BuildValue("(LLLLLLL)", (long long)PREFIX_ROWS, (long long)MIN_RANGE, (long long)SEARCH_SPAN,
+                                  (long long)READ_CHUNK, (long long)PIECE_ROWS, (long long)LAST_RANGE_DELAY_US,
+                                  (long long)MAX_ITEM);
     PREFIX_ROWS = prefix_rows > 0 ? prefix_rows : 1;
     MIN_RANGE = min_range > 0 ? min_range : 1;
     SEARCH_SPAN = search_span > 0 ? search_span : 1;
     READ_CHUNK = read_chunk > 0 ? (Py_ssize_t)read_chunk : 1;
     PIECE_ROWS = piece_rows > 0 ? piece_rows : 1;
     LAST_RANGE_DELAY_US = last_range_delay_us > 0 && last_range_delay_us < 10 * 1000 * 1000 ? last_range_delay_us : 0;
+    MAX_ITEM = max_item > 0 && max_item <= PY_SSIZE_T_MAX / 4 ? (Py_ssize_t)max_item : MAX_ITEM;
     return old;
 }
