@@ -83,7 +83,8 @@ void *large_aligned(size_t bytes)
 void *large_calloc(size_t items, size_t item_size)
 {
     if (item_size && items > SIZE_MAX / item_size) return NULL;
-    void *data = calloc(1, large_bytes(items * item_size));
-    advise_large(data, large_bytes(items * item_size));
+    size_t bytes = large_bytes(items * item_size);
+    void *data = calloc(1, bytes);
+    advise_large(data, bytes);
     return data;
 }

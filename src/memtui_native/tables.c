@@ -50,27 +50,12 @@ static void intcol_set(uint8_t *data, int width, Py_ssize_t i, int64_t v)
     }
 }
 
+/* intcol_push's slow path: room for one more value, as wide as ``value`` needs. */
 int intcol_grow(IntCol *c, int64_t value)
 {
     int width = c->width ? c->width : 1;
     int need = width_of(value);
-    if (need > width) width = need;
-    Py_ssize_t cap = c->cap;
-    if (c->n == cap) cap = cap ? cap * 2 : 4096;
-    if (cap > PY_SSIZE_T_MAX / 8) return -1;
-    size_t bytes = large_bytes((size_t)cap * (size_t)width);
-    uint8_t *data = large_realloc(c->data, bytes);
-    if (data == NULL) return -1;
-    if (width != c->width && c->width) {
-        /* Widen in place from the end: item i moves from i*old to i*new >= i*old, and the
-         * items still to move all lie below i*old. */
-        IntCol old = {data, c->n, cap, c->width};
-        for (Py_ssize_t i = c->n - 1; i >= 0; i--) intcol_set(data, width, i, intcol_get(&old, i));
-    }
-    c->data = data;
-    c->cap = (Py_ssize_t)(bytes / (size_t)width);
-    c->width = width;
-    return 0;
+    return intcol_fit(c, c->n + 1, need > width ? need : width);
 }
 
 /* Room for ``items`` values of at least ``width`` bytes (existing values widened). */
@@ -85,6 +70,8 @@ int intcol_fit(IntCol *c, Py_ssize_t items, int width)
     uint8_t *data = large_realloc(c->data, bytes);
     if (data == NULL) return -1;
     if (width != c->width && c->width) {
+        /* Widen in place from the end: item i moves from i*old to i*new >= i*old, and the
+         * items still to move all lie below i*old. */
         IntCol old = {data, c->n, cap, c->width};
         for (Py_ssize_t i = c->n - 1; i >= 0; i--) intcol_set(data, width, i, intcol_get(&old, i));
     }
