@@ -4,6 +4,7 @@ lists them, follows the focus, is one widget whatever the keys, and a click pres
 from __future__ import annotations
 
 from rich.style import Style
+from textual import events
 from textual.widget import Widget
 
 from memtui.tui.widgets.key_footer import KeyFooter
@@ -107,3 +108,35 @@ async def test_the_key_under_the_mouse_is_highlighted():
         await pilot.hover(screen.event_log)
         await pilot.pause()
         assert {segment.style.bgcolor for segment in footer.render_line(0).divide([first, end])[1]} == plain
+
+
+async def test_the_wheel_moves_keys_that_do_not_fit_sideways():
+    """At 40 columns the explorer's keys do not fit: the wheel brings the cut ones in, a key
+    at a time, until the last is whole, and brings the first ones back; a click finds the key
+    where it is drawn after a move."""
+    app = make_app(tiny_path())
+    async with app.run_test(size=(40, 20)) as pilot:
+
+        async def wheel(event_type) -> None:
+            await pilot._post_mouse_events([event_type], KeyFooter, offset=(1, 0))
+            await pilot.pause()
+            footer.render_line(0)
+
+        screen, footer = await _footer(app, pilot)
+        first_line = footer.render_line(0).text
+        last = footer.items[-1]
+        assert footer.cells_of(last.key) is None  # cut: not drawn
+        moves = 0
+        while footer.cells_of(last.key) is None or footer._cut:
+            await wheel(events.MouseScrollDown)
+            moves += 1
+            assert moves < len(footer.items), "the wheel never brought the last key in"
+        await wheel(events.MouseScrollDown)  # the last key whole: no further
+        assert footer.cells_of(last.key) is not None and not footer._cut
+        for _ in range(moves + 3):  # back past the first key: it stays first
+            await wheel(events.MouseScrollUp)
+        assert footer.render_line(0).text == first_line
+        await wheel(events.MouseScrollRight)
+        second = footer.items[1]
+        assert footer.render_line(0).text.startswith(f" {second.shown_as} ")
+        assert footer.cells_of(second.key)[0] == 0 and footer.cells_of(footer.items[0].key) is None

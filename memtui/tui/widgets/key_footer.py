@@ -7,8 +7,9 @@ that draws at ten million events: three in a row as the explorer's first screen 
 which the first keys typed waited behind, and one on every Tab (50-110 ms a Tab in tmux).
 This footer keeps the keys as a list of items and draws them as one line, so a change of
 keys costs a list and a repaint. It looks as Textual's does (the same theme colours, the
-command palette's key on the right, a key highlighted under the mouse), and a click on a
-key presses it.
+command palette's key on the right, a key highlighted under the mouse), a click on a key
+presses it, and where the keys do not fit the mouse wheel over it moves them sideways, a key
+at a time.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ class KeyFooter(PassStyle, Widget):
         self.palette: FooterItem | None = None
         self._spans: list[tuple[int, int, FooterItem]] = []  # (first cell, end, item) as last drawn
         self._hovered: FooterItem | None = None  # the key under the mouse, drawn highlighted
+        self._first = 0  # the first of the keys drawn: the wheel moves the keys sideways where they do not fit
+        self._cut = False  # as last drawn, a key did not fit: the wheel may move the keys on
 
     def on_mount(self) -> None:
         self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
@@ -83,6 +86,7 @@ class KeyFooter(PassStyle, Widget):
         items, palette = self._items_of(screen)
         if (items, palette) != (self.items, self.palette):
             self.items, self.palette = items, palette
+            self._first = 0  # another screen's or pane's keys: from their first
             self.refresh()
 
     def _items_of(self, screen: Screen) -> tuple[list[FooterItem], FooterItem | None]:
@@ -133,11 +137,15 @@ class KeyFooter(PassStyle, Widget):
         left: list[Segment] = []
         spans: list[tuple[int, int, FooterItem]] = []
         at = 0
-        for item in self.items:
+        self._first = min(self._first, max(len(self.items) - 1, 0))
+        self._cut = False
+        for item in self.items[self._first:]:
             parts = self._parts(item)
             cells = sum(segment.cell_length for segment in parts)
             if at >= room:
+                self._cut = True
                 break
+            self._cut = at + cells > room
             spans.append((at, min(at + cells, room), item))
             left.extend(parts)
             at += cells
@@ -164,6 +172,27 @@ class KeyFooter(PassStyle, Widget):
     def _hover(self, item: FooterItem | None) -> None:
         if item is not self._hovered:
             self._hovered = item
+            self.refresh()
+
+    # The wheel, down or to the right, brings in the keys cut at the right, a key at a time;
+    # up or to the left, the keys before them back.
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        self._move(1, event)
+
+    def on_mouse_scroll_right(self, event: events.MouseScrollRight) -> None:
+        self._move(1, event)
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        self._move(-1, event)
+
+    def on_mouse_scroll_left(self, event: events.MouseScrollLeft) -> None:
+        self._move(-1, event)
+
+    def _move(self, step: int, event: events.MouseEvent) -> None:
+        event.stop()
+        if (step > 0 and self._cut) or (step < 0 and self._first > 0):
+            self._first += step
+            self._hovered = None  # the keys moved under the mouse
             self.refresh()
 
     def on_mouse_down(self, event: events.MouseDown) -> None:
