@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from memtui.tui.app import MemtuiApp
+from memtui.tui.widgets.timeline import Timeline
 from tests.conftest import SAMPLES
 from tests.fixtures.multi_device import combine
 from tests.tui.helpers import loaded, ready, settle
 
 HEALTHY = SAMPLES / "train_linear_adam.pickle.xz"
-OOM = SAMPLES / "oom_training.pickle.xz"
+OOM = SAMPLES / "scenarios" / "oom_capacity_py.pickle.xz"  # its OOM, event 14 of 29, is not its last event
 
 
 async def test_opens_on_the_oom_device_and_o_crosses_devices(tmp_path):
@@ -30,3 +31,6 @@ async def test_opens_on_the_oom_device_and_o_crosses_devices(tmp_path):
         assert screen.current_view.device.device == 1
         assert screen.event_log.cursor_event == oom_event
         assert "device 0 has no OOM" in str(screen.status.content)
+        # every pane at the OOM, not at the last event the device was first shown at
+        assert screen.segment_map.state.index == oom_event
+        assert screen.query_one(Timeline)._cursor == oom_event

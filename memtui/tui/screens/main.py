@@ -218,6 +218,11 @@ class MainScreen(Screen):
         self.segment_map.refresh_title()  # the map says what it counts (memtui.state_figures)
 
     def on_event_log_cursor_moved(self, message: EventLog.CursorMoved) -> None:
+        if message.event != self.event_log.cursor_event:
+            # Stale: the cursor moved again since, without a message, by a move that showed
+            # its own event (go_to); a device shown (its last event announced) and then a
+            # jump on it (o to another device's OOM) would otherwise end on the last event.
+            return
         self.show_event(message.event)
 
     def on_event_log_detail_requested(self, message: EventLog.DetailRequested) -> None:
