@@ -55,6 +55,7 @@ def schema_signature() -> str:
     text += ";frames:" + ",".join(_FRAME_ARRAYS) + ";stacks:" + ",".join(_STACK_ARRAYS)
     text += ";figures:" + ",".join(FIGURES)
     text += f";relevance:{RULES_VERSION}"  # the flags and labels the cache keeps follow these rules
+    text += ";devices:one at least"  # model/snapshot.py device_count: a kept model of an empty file had none
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -556,13 +556,15 @@ def build_model(raw: dict[str, Any], source_path: str = "", source_size: int = 0
 
 
 def device_count(raw: dict[str, Any]) -> int:
-    """Devices in a snapshot: one per trace, and as many as its segments name."""
+    """Devices in a snapshot: one per trace, and as many as its segments name; at least one,
+    so that a file that records nothing (no trace, no segment) opens as an empty device 0
+    in every view, as a file with an empty trace does, rather than as a model without one."""
     traces = raw.get("device_traces") or []
     if len(traces) > MAX_DEVICES:
         # Each device costs a model of its own: a small file listing a million empty
         # traces would take many minutes to open.
         raise SnapshotError(f"{len(traces):,} device traces; a snapshot has at most {MAX_DEVICES:,} devices")
-    return max([len(traces)] + [_as_device(s.get("device", 0)) + 1 for s in raw["segments"]])
+    return max([1, len(traces)] + [_as_device(s.get("device", 0)) + 1 for s in raw["segments"]])
 
 
 def assemble_model(raw: dict[str, Any], columns: list[TraceColumns], tables: ModelTables, source_path: str = "",

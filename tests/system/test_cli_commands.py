@@ -171,3 +171,28 @@ def test_a_size_of_zero_is_said_to_be_too_small_not_no_size(capsys):
         assert main(["--no-cache", "whatif", "--cap", value, sample]) == 2
         err = capsys.readouterr().err
         assert says in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("snapshot", [{"segments": [], "device_traces": []}, {"segments": []}],
+                         ids=["no-trace", "segments-only-none"])
+def test_a_file_that_records_nothing_is_an_empty_device_0_in_every_command(tmp_path, capsys, snapshot):
+    """No trace and no segment: the model has device 0, empty, and every command answers on
+    it (no internal error), in text and JSON, as on a file with an empty trace."""
+    import pickle
+
+    from memtui.open import open_snapshot
+
+    path = tmp_path / "nothing.pickle"
+    path.write_bytes(pickle.dumps(snapshot))
+    assert [d.device for d in open_snapshot(path, cache=None).devices] == [0]
+    other = tmp_path / "other.pickle"
+    other.write_bytes(pickle.dumps(snapshot))
+    for args in (["info"], ["check"], ["oom"], ["top"], ["leaks"], ["cycles"], ["breakdown"], ["events"],
+                 ["whatif"], ["diff", str(other)], ["export", "-o", str(tmp_path / "out.msgpack"), "--force"]):
+        code, out, err = run([args[0], str(path), *args[1:], "--no-cache"], capsys)
+        assert code == 0 and "internal error" not in err, (args, err)
+        if args[0] in ("export", "check"):
+            continue
+        code, out, err = run([args[0], str(path), *args[1:], "--no-cache", "--json"], capsys)
+        assert code == 0, (args, err)
+        json.loads(out)
