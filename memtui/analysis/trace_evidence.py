@@ -6,8 +6,8 @@ exception's traceback let go and another would count as memory held to the end; 
 steps one samples by and another cuts at), they must rest on the same reading, or the
 same file gets two stories. This module is that reading:
 
-* whether there is a trace at all: a dump taken without recording history, or with
-  ``context="state"``, holds the blocks live at the dump and no events, so nothing about
+* whether there is a trace at all: a dump taken without recording history (or with
+  ``enabled="state"``) holds the blocks live at the dump and no events, so nothing about
   time (growth, bursts, what came before an OOM) can be told, and every verdict about
   time says ``cannot tell`` with this reason;
 * what the stacks carry (``all``: C++ frames too, ``python``, ``none``), and whether the
@@ -33,8 +33,9 @@ from memtui.analysis.steps import iteration_marks, step_boundaries
 from memtui.model import DeviceModel, Snapshot
 from memtui.model import actions as act
 
-NO_TRACE = ("the file has no trace of allocations and frees (dumped without recording history, or with"
-            " context='state'): it holds what was live at the dump, and nothing about time can be told")
+NO_TRACE = ("there is no trace of allocations and frees on this device (history was not recorded, as with"
+            " enabled='state', or nothing was allocated on it while it was): the file holds what was live at the"
+            " dump, and nothing about time can be told")
 CAUSES = tuple(bu.CAUSE_WORDS)
 
 
