@@ -15,7 +15,7 @@ trace); per-event work is one array lookup.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -85,7 +85,15 @@ def group_by_site(sites: np.ndarray, sizes: np.ndarray, n_sites: int) -> tuple[n
         return np.rint(total).astype(np.int64), count
 
 
-def top_sites(site_ids: CallSites, sites: np.ndarray, sizes: np.ndarray, limit: int = 10) -> list[dict[str, Any]]:
+class DescribedSites(Protocol):
+    """Sites that can say what each is: CallSites, or AttributedSites (memtui/analysis/attribution.py)."""
+
+    def __len__(self) -> int: ...
+
+    def describe(self, site: int) -> dict[str, Any]: ...
+
+
+def top_sites(site_ids: DescribedSites, sites: np.ndarray, sizes: np.ndarray, limit: int = 10) -> list[dict[str, Any]]:
     """The ``limit`` sites holding the most bytes, as JSON-ready dicts."""
     total, count = group_by_site(sites, sizes, len(site_ids))
     order = np.lexsort((-count, -total))

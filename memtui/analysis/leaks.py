@@ -35,6 +35,7 @@ import numpy as np
 
 from memtui.analysis import bursts as bu
 from memtui.analysis import evidence as ev
+from memtui.analysis.attribution import attribute
 from memtui.analysis.callsites import CallSites, group_by_site
 from memtui.analysis.cycles import CANNOT_TELL as CYCLES_CANNOT_TELL
 from memtui.analysis.cycles import CycleReport, find_cycles
@@ -43,7 +44,6 @@ from memtui.analysis.steps import IterationMarks, StepPoints, iteration_marks, s
 from memtui.analysis.trace_evidence import NO_TRACE, TraceEvidence, has_trace, trace_evidence
 from memtui.model import DeviceModel, Snapshot
 from memtui.model.segments import ALLOCATED
-from memtui.model.stackless import stackless_context
 from memtui.units import format_bytes, plural
 
 MIN_RISES = 2
@@ -124,7 +124,8 @@ def find_leaks(snapshot: Snapshot, dev: DeviceModel, depth: int = 1, max_points:
                windows: int = 10, limit: int | None = 30) -> LeakReport:
     sites = CallSites(snapshot.stacks, depth)
     spans = life_spans(dev)
-    site_of_life, labels = _attributed_sites(snapshot, dev, spans, sites)
+    attributed = attribute(snapshot, dev, sites, spans.stack, spans.start)
+    site_of_life, labels = attributed.of_item, attributed.labels
     n_sites = len(labels)
     blocks = dev.blocks
     live = blocks.state == ALLOCATED
@@ -132,14 +133,14 @@ def find_leaks(snapshot: Snapshot, dev: DeviceModel, depth: int = 1, max_points:
     # Blocks allocated on the autograd thread: their life's attributed site.
     linked = np.nonzero(live & (dev.block_life >= 0))[0]
     if len(linked) and n_sites > len(sites):
-        attributed = site_of_life[dev.block_life[linked]]
-        moved = attributed >= len(sites)
+        site_of_block = site_of_life[dev.block_life[linked]]
+        moved = site_of_block >= len(sites)
         if moved.any():
             old = sites.of_stacks(blocks.stack[linked[moved]])
             np.subtract.at(end_bytes, old, blocks.size[linked[moved]].astype(np.int64))
             np.subtract.at(end_count, old, 1)
-            np.add.at(end_bytes, attributed[moved], blocks.size[linked[moved]].astype(np.int64))
-            np.add.at(end_count, attributed[moved], 1)
+            np.add.at(end_bytes, site_of_block[moved], blocks.size[linked[moved]].astype(np.int64))
+            np.add.at(end_count, site_of_block[moved], 1)
 
     points = step_points(snapshot, dev, max_points, windows)
     series_bytes, series_count = sample_by_site(spans, site_of_life, points.indices, n_sites)
@@ -176,7 +177,7 @@ def find_leaks(snapshot: Snapshot, dev: DeviceModel, depth: int = 1, max_points:
         if not present[site] or (limit is not None and len(report.sites) >= limit and not growing[site]):
             continue
         report.sites.append(SiteGrowth(
-            site=int(site), label=labels[site], frames=_frames(sites, int(site)),
+            site=int(site), label=labels[site], frames=attributed.frames(int(site)),
             bytes=int(end_bytes[site]), count=int(end_count[site]),
             series_bytes=[int(v) for v in series_bytes[site]], series_count=[int(v) for v in series_count[site]],
             growing=bool(growing[site]), units=_units(points, fine, marks), kind=KINDS[int(kinds[site])],
@@ -387,51 +388,6 @@ def _thin_positions(count: int, limit: int) -> np.ndarray:
     if count <= limit:
         return np.arange(count, dtype=np.int64)
     return np.unique(np.rint(np.linspace(0, count - 1, limit)).astype(np.int64))
-
-
-def _frames(sites: CallSites, site: int) -> list[dict[str, Any]]:
-    return sites.frame_dicts(site if site < len(sites) else site - len(sites))
-
-
-def _attributed_sites(snapshot: Snapshot, dev: DeviceModel, spans: LifeSpans,
-                      sites: CallSites) -> tuple[np.ndarray, list[str]]:
-    """The site of every life, and every site's label. A life made on the autograd thread
-    (no stack) gets a site of its own per ``backward()`` line it ran under, numbered after
-    the ordinary sites."""
-    site_of_life = sites.of_stacks(spans.stack).astype(np.int64)
-    labels = [sites.label(s) for s in range(len(sites))]
-    stackless = np.nonzero((spans.stack < 0) & (spans.start >= 0))[0]
-    if not len(stackless) or not len(dev.trace):
-        return site_of_life, labels
-    before = dev.last_stacked_before[spans.start[stackless]]
-    has = before >= 0
-    if not has.any():
-        return site_of_life, labels
-    stacks_before = np.full(len(before), -1, np.int64)
-    stacks_before[has] = dev.trace.stack[before[has]]
-    extra: dict[int, int] = {}
-    for sid in np.unique(stacks_before[stacks_before >= 0]).tolist():
-        i = int(before[np.flatnonzero(stacks_before == sid)[0]])
-        # The context of an event right after ``i`` (the stackless one) says if ``i`` is in backward().
-        context = stackless_context(snapshot, dev.device, _first_stackless_after(dev, i))
-        if context is not None and context.in_backward:
-            user = sites.of_stack(sid)
-            if user not in extra:
-                extra[user] = len(sites) + user
-    if not extra:
-        return site_of_life, labels
-    labels = labels + [f"(autograd thread) under backward() at {sites.label(s)}" for s in range(len(sites))]
-    for k, sid in enumerate(stacks_before.tolist()):
-        if sid >= 0:
-            user = sites.of_stack(sid)
-            if user in extra:
-                site_of_life[stackless[k]] = extra[user]
-    return site_of_life, labels
-
-
-def _first_stackless_after(dev: DeviceModel, i: int) -> int:
-    after = np.flatnonzero(dev.trace.stack[i + 1:] < 0)
-    return i + 1 + int(after[0]) if len(after) else i
 
 
 def _cannot_tell(report: LeakReport, why: str, leak_why: str, other: tuple[str, str] | None = None) -> None:

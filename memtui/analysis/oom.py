@@ -44,7 +44,8 @@ from typing import Any
 import numpy as np
 
 from memtui.analysis import evidence as ev
-from memtui.analysis.callsites import CallSites, top_sites
+from memtui.analysis.attribution import AttributedSites, attribute, block_starts
+from memtui.analysis.callsites import CallSites
 from memtui.analysis.cycles import CycleReport, find_cycles
 from memtui.analysis.live import reserved_curve
 from memtui.analysis.whatif import replay_ooms
@@ -231,7 +232,11 @@ def diagnose(snapshot: Snapshot, dev: DeviceModel, replayer: Replayer, index: in
     non_pytorch = max(total - reserved - device_free, 0) if total is not None else None
 
     sid = int(trace.stack[index])
-    stacks = _state_block_stacks(dev, state)
+    # Each live block's call site, memory made on the autograd thread under its backward()
+    # line (memtui/analysis/attribution.py); the request's own the same way.
+    held = attribute(snapshot, dev, sites, _state_block_stacks(dev, state), block_starts(dev, state.blk_life))
+    request = attribute(snapshot, dev, sites, np.array([sid]), np.array([index]))
+    request_site = int(request.of_item[0])
     d = OomDiagnosis(
         device=dev.device, index=index, time_us=float(trace.time_us[index]), requested=requested,
         device_free=int(trace.device_free[index]), stream=stream, pool=pool, reserved=reserved,
@@ -241,12 +246,12 @@ def diagnose(snapshot: Snapshot, dev: DeviceModel, replayer: Replayer, index: in
         non_pytorch=non_pytorch, fits_with_expandable=reserved - active + headroom,
         expandable_already=bool(snapshot.allocator_settings.get("expandable_segments")),
         released_before=_released_before(dev, index),
-        site=sites.describe(sites.of_stack(sid)) if sid >= 0 else None,
-        top_sites=top_sites(sites, sites.of_stacks(stacks), state.blk_size, top),
-        largest_allocations=_largest(dev, state, stacks, sites, top),
+        site=request.describe(request_site) if sid >= 0 or request_site >= len(sites) else None,
+        top_sites=held.top(state.blk_size, top),
+        largest_allocations=_largest(dev, state, held, top),
         headroom_at_least=headroom if process_limit else None,
         headroom_below=cap_below - reserved if process_limit else None,
-        pinned=_pinned(dev, state, stacks, sites),
+        pinned=_pinned(dev, state, held),
         private_pool_reserved=int(state.seg_size[pools.private].sum()) if len(state.seg_size) else 0,
         request_history=_request_history(dev, index))
     _verdict(d, headroom)
@@ -397,7 +402,7 @@ def _alternatives(d: OomDiagnosis, headroom: int, external: bool, holes: bool) -
                     " (reducing what is live would also help)"})
 
 
-def _pinned(dev: DeviceModel, state: AllocatorState, stacks: np.ndarray, sites: CallSites) -> dict[str, Any] | None:
+def _pinned(dev: DeviceModel, state: AllocatorState, held: AttributedSites) -> dict[str, Any] | None:
     """Free memory in segments with live blocks: after the OOM-time release, every cached
     free byte is of this kind. The segment holding the most of it, and what pins it."""
     if not len(state.seg_size):
@@ -417,7 +422,7 @@ def _pinned(dev: DeviceModel, state: AllocatorState, stacks: np.ndarray, sites: 
         name = format_address_n(dev.lives.addr[life], dev.lives.version[life]) if life != NONE else (
             dev.block_address_n(int(state.blk_final[biggest])) if state.blk_final[biggest] != NONE else "")
         blocker = {"address_n": name, "size": int(state.blk_size[biggest]),
-                   "site": sites.label(sites.of_stack(int(stacks[biggest])))}
+                   "site": held.label(int(held.of_item[biggest]))}
     return {"free": int(free[pinned].sum()), "segments": int(pinned.sum()), "segment_size": int(state.seg_size[s]),
             "largest_free": int(largest[s]), "live_blocks": len(blocks),
             "live_bytes": int(state.blk_size[blocks].sum()), "blocker": blocker}
@@ -518,8 +523,7 @@ def _state_block_stacks(dev: DeviceModel, state: AllocatorState) -> np.ndarray:
     return stacks
 
 
-def _largest(dev: DeviceModel, state: AllocatorState, stacks: np.ndarray, sites: CallSites,
-             limit: int) -> list[dict[str, Any]]:
+def _largest(dev: DeviceModel, state: AllocatorState, held: AttributedSites, limit: int) -> list[dict[str, Any]]:
     order = np.argsort(-state.blk_size, kind="stable")[:limit]
     out = []
     for b in order:
@@ -531,5 +535,5 @@ def _largest(dev: DeviceModel, state: AllocatorState, stacks: np.ndarray, sites:
             name = dev.block_address_n(int(state.blk_final[b])) if state.blk_final[b] != NONE else ""
             event = NONE
         out.append({"address_n": name, "size": int(state.blk_size[b]), "alloc_index": event,
-                    "site": sites.label(sites.of_stack(int(stacks[b])))})
+                    "site": held.label(int(held.of_item[b]))})
     return out

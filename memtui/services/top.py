@@ -7,7 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from memtui.analysis.attribution import attribute, block_starts
+from memtui.analysis.callsites import CallSites
 from memtui.model import DeviceModel, Snapshot
+from memtui.model.lifetimes import NONE
 from memtui.model.segments import ALLOCATED, PENDING_FREE
 from memtui.report.sections import Lines, Report
 from memtui.services.options import option
@@ -39,7 +42,8 @@ class TopResult:
         lines = [f"{'size':>12}  {'address_n':<18} {'dev':>3}  {'state':<12} allocated at"]
         for row in self.rows:
             state = STATE_TEXT.get(row["state"], row["state"])
-            where = row["top_frame"] or ("(ghost block: allocated before the trace)" if row["ghost"] else "(no stack)")
+            where = row["top_frame"] or row["attributed_to"] or (
+                "(ghost block: allocated before the trace)" if row["ghost"] else "(no stack)")
             lines.append(f"{format_bytes(row['size']):>12}  {row['address_n']:<18} {row['device']:>3}  {state:<12} "
                          f"{where}")
         return Report("Top", [Lines("rows", lines=lines)])
@@ -66,8 +70,10 @@ def largest_live_blocks(snapshot: Snapshot, n: int, device: int | None = None) -
         for k in np.nonzero(_live(dev))[0]:
             rows.append((int(dev.blocks.size[k]), dev, int(k)))
     rows.sort(key=lambda r: -r[0])
+    rows = rows[: max(n, 0)]
+    attributed = _attributed_to(snapshot, rows)
     out = []
-    for size, dev, b in rows[: max(n, 0)]:
+    for size, dev, b in rows:
         sid = int(dev.block_site_stack[b])  # a block allocated in backward: its forward line (relevance.py)
         fid = int(snapshot.stacks.label[sid]) if sid >= 0 else -1
         out.append({
@@ -80,5 +86,24 @@ def largest_live_blocks(snapshot: Snapshot, n: int, device: int | None = None) -
             "frame": snapshot.stacks.frame_dict(fid) if fid >= 0 else None,
             "top_frame": snapshot.stacks.frames.label_text(fid) if fid >= 0 else "",
             "ghost": bool(dev.ghost_blocks[b]),
+            # a block without a stack made on the autograd thread: under which backward() line
+            "attributed_to": attributed.get((dev.device, b)),
         })
+    return out
+
+
+def _attributed_to(snapshot: Snapshot, rows: list[tuple[int, DeviceModel, int]]) -> dict[tuple[int, int], str]:
+    """The site of each listed block that has no stack but a life in the trace, where the
+    trace tells one (memtui/analysis/attribution.py), by (device, block)."""
+    out: dict[tuple[int, int], str] = {}
+    stackless = [(dev, b) for _, dev, b in rows if dev.block_site_stack[b] < 0 and dev.block_life[b] != NONE]
+    if not stackless:
+        return out
+    sites = CallSites(snapshot.stacks)
+    for dev in {id(d): d for d, _ in stackless}.values():
+        blocks = np.array([b for d, b in stackless if d is dev], np.int64)
+        found = attribute(snapshot, dev, sites, np.full(len(blocks), -1), block_starts(dev, dev.block_life[blocks]))
+        for b, site in zip(blocks.tolist(), found.of_item.tolist()):
+            if site >= len(sites):
+                out[(dev.device, b)] = found.label(site)
     return out
