@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from memtui.analysis.attribution import AUTOGRAD_SITE
 from memtui.analysis.callsites import CallSites, group_by_site
 from memtui.analysis.categories import VIA_BACKWARD_CALL, CategoryTable
 from memtui.errors import UsageError
@@ -178,7 +179,7 @@ def breakdown(snapshot: Snapshot, dev: DeviceModel, table: CategoryTable, live: 
         label, frames = sites.label(s), sites.frame_dicts(s)
         short = " <- ".join(_short_frame(f) for f in frames) or label
         if via == VIA_BACKWARD_CALL:
-            label = f"{BACKWARD_PREFIX}autograd thread, under {label}"
+            label = AUTOGRAD_SITE.format(label)  # as every analysis names it (attribution.py)
             short = f"{BACKWARD_PREFIX}under {short}"
         # VIA_FORWARD: forward_frames read "file:line function (backward)" already.
         mix = {names[c]: int(by_key_cat[k, c]) for c in range(len(names)) if by_key_cat[k, c]}
