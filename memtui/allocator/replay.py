@@ -100,6 +100,9 @@ class Requests:
     # The recording ran out under a per-process cap (an oom entry whose device_free exceeds
     # the request): its refusals are a cap's, checked against whole segments.
     process_cap: bool = False
+    # Requests the recording served only after releasing its cache, as (the release's first
+    # event, the request's alloc event): the first try was refused.
+    retried: list[tuple[int, int]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.kind)

@@ -153,7 +153,7 @@ def what_if(snapshot: Snapshot, device: int, confs: list[str] | None = None, cap
         raise UsageError(f"whatif: {NOT_REPLAYED}; replay the source snapshot")
     recorded_conf, recorded = settings_of_snapshot(snapshot.allocator_settings)
     requests = build_requests(dev)
-    limit = derive_limit(dev, requests, cap)
+    limit = derive_limit(dev, requests, cap, recorded)
     fidelity = check_fidelity(dev, requests, recorded)
     given = [c.strip() for c in confs] if confs else candidates(recorded_conf, recorded, limit)
     parsed = [(text, parse_conf(text)) for text in given]  # bad settings fail before any work
@@ -310,10 +310,14 @@ def recorded_reserved_peak(dev: DeviceModel, requests: Requests) -> int:
     return int(max(curve.max(), start, dev.reserved if not len(delta) else 0))
 
 
-def derive_limit(dev: DeviceModel, requests: Requests, cap: int | None) -> Limit:
+def derive_limit(dev: DeviceModel, requests: Requests, cap: int | None,
+                 recorded: AllocatorSettings | None = None) -> Limit:
     """The limit: ``cap`` when given; else what the first recorded OOM implies (a per-process
-    cap: at least the most this process ever reserved and below what it asked for at the
-    OOM; the device: what this process held plus what was free); else none."""
+    cap: at least the most this process ever reserved, and below what it asked for at the
+    OOM and at each request served only after torch released its cache, which a try refused
+    first; the device: what this process held plus what was free); else none. ``recorded``:
+    the recording's settings (with a garbage collection threshold, torch releases its cache
+    before a try, not after a refusal, so those releases tell nothing of the cap)."""
     if cap is not None:
         return Limit(cap, True, "given")
     ooms = dev.oom_indices()
@@ -333,6 +337,12 @@ def derive_limit(dev: DeviceModel, requests: Requests, cap: int | None) -> Limit
     if device_free > request:
         seen = int(reserved[: k + 1].max())
         below = at_oom + allocation_size(round_size(request, AllocatorSettings()))
+        if recorded is not None and not recorded.garbage_collection_threshold:
+            start_reserved = sum(s.size for s in requests.initial)
+            for start, target in requests.retried:
+                if target < k:  # refused with what was reserved before the release, plus the new segment(s)
+                    before = int(reserved[start - 1]) if start > 0 else start_reserved
+                    below = min(below, before + int(reserved[target] - reserved[start:target].min()))
         if seen < below:
             middle = (seen + below) // 2
             return Limit(middle, True, "process cap",
@@ -421,7 +431,7 @@ def replay_ooms(snapshot: Snapshot, dev: DeviceModel) -> OomReplay:
         return OomReplay(None, {})
     recorded_conf, recorded = settings_of_snapshot(snapshot.allocator_settings)
     requests = build_requests(dev)
-    limit = derive_limit(dev, requests, None)
+    limit = derive_limit(dev, requests, None, recorded)
     fidelity = check_fidelity(dev, requests, recorded)
     tried = []
     if not recorded.expandable_segments:

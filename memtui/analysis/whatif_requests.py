@@ -71,9 +71,12 @@ def build_requests(dev: DeviceModel) -> Requests:
     reserved_after, initial = _recorded_reserved(dev, action, size, pools)
     hint = np.full(n, NO_HINT, np.int64)
     freeable: dict[int, tuple[int, ...]] = {}  # empty_cache event -> the private pools it freed
+    retried: list[tuple[int, int]] = []
     for start, target in _bursts(dev, action):
         if target >= 0:
             hint[target] = reserved_after[target]
+            if action[target] == act.ALLOC:
+                retried.append((start, target))
         else:
             kind[start] = EMPTY_CACHE
             freed = {int(pool[i]) for i in range(start, _burst_end(action, start)) if pool[i] >= 0}
@@ -89,6 +92,7 @@ def build_requests(dev: DeviceModel) -> Requests:
     position = {int(e): k for k, e in enumerate(rows.tolist())} if freeable else {}
     requests.freeable = {position[e]: p for e, p in freeable.items() if e in position}
     requests.initial = initial
+    requests.retried = retried
     ooms = dev.oom_indices()
     requests.process_cap = bool(len(ooms)) and bool((trace.device_free[ooms].astype(np.int64) > size[ooms]).any())
     seg_alloc = np.flatnonzero(action == act.SEGMENT_ALLOC)
