@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from memtui.allocator.settings import parse_conf  # noqa: E402
+from memtui.allocator.settings import parse_conf, settings_of_snapshot  # noqa: E402
 from memtui.analysis.whatif import Limit, derive_limit, run_scenario  # noqa: E402
 from memtui.analysis.whatif_requests import build_requests  # noqa: E402
 from memtui.open import open_snapshot  # noqa: E402
@@ -48,7 +48,7 @@ def evaluate(name: str, truth: dict, folder: Path = FOLDER) -> list[dict]:
     oom_dev = oom.devices[oom.default_device()]
     oom_requests = build_requests(oom_dev)
     cap = truth["oom_recording"]["cap_bytes"]
-    inferred = derive_limit(oom_dev, oom_requests, None)
+    inferred = derive_limit(oom_dev, oom_requests, None, settings_of_snapshot(oom.allocator_settings)[1])
     rows = []
     for entry in truth["settings"]:
         if entry.get("missing"):
