@@ -277,7 +277,8 @@ def _ordinal(text: str, count: int, at: str) -> int:
     except ValueError:
         raise UsageError(f"--at {at}: a number or 'last' after the colon") from None
     if not 1 <= k <= count:
-        raise UsageError(f"--at {at}: there {'is' if count == 1 else 'are'} {count} (1 to {count})")
+        there = "there is only 1" if count == 1 else f"there are {count} (1 to {count})"
+        raise UsageError(f"--at {at}: {there}")
     return k
 
 

@@ -25,6 +25,7 @@ import numpy as np
 from memtui.analysis.callsites import CallSites, group_by_site
 from memtui.analysis.live import allocated_curve, life_spans, reserved_curve
 from memtui.model import DeviceModel, Snapshot
+from memtui.units import plural
 
 SUMMARY_VERSION = 2  # 2: a filtered export's peak is its own state, its OOMs by the source's numbers
 SUMMARY_SITES = 50  # call sites kept per summary, largest first
@@ -174,5 +175,7 @@ def _outlier_reasons(s: dict[str, Any], ref: dict[str, Any], divergent: list[dic
     if s["ooms"] and not ref["ooms"]:
         reasons.append(f"{len(s['ooms'])} OOM{'s' if len(s['ooms']) > 1 else ''}")
     if divergent:
-        reasons.append(f"{len(divergent)} call site{'s' if len(divergent) > 1 else ''} differ from the median rank")
+        # Each site's median over the ranks (not the median rank's own bytes, which may differ too).
+        reasons.append(f"{plural(len(divergent), 'call site')} {'differs' if len(divergent) == 1 else 'differ'}"
+                       " from the ranks' median")
     return reasons

@@ -8,7 +8,7 @@ from typing import Any
 from memtui.analysis.leaks import LeakReport, SiteGrowth
 from memtui.report.format import sparkline
 from memtui.report.sections import Column, Evidence, Lines, Place, Report, Table
-from memtui.units import format_bytes
+from memtui.units import format_bytes, plural
 
 SITE_COLUMNS = (Column("growing", "text", ""), Column("bytes", "bytes", "live bytes"), Column("count", "count"),
                 Column("growth", "delta"), Column("per_unit", "delta"), Column("growth_count", "count"),
@@ -52,9 +52,10 @@ def headline(report: LeakReport) -> str:
 def describe_points(report: LeakReport) -> str:
     p = report.points
     if p.kind == "annotation":
-        return f"{len(p)} samples over {p.steps} steps (end of each '{p.name}')"
+        return f"{plural(len(p), 'sample')} over {plural(p.steps, 'step')} (end of each '{p.name}')"
     if p.kind == "iterations":
-        return f"{len(p)} samples over {p.steps} executions of the most repeated allocation ({p.name})"
+        return (f"{plural(len(p), 'sample')} over {plural(p.steps, 'execution')} of the most repeated allocation"
+                f" ({p.name})")
     if p.kind == "time":
-        return f"{len(p)} samples, one per time window (no step annotations)"
-    return f"{len(p)} samples, one per event window (no times or step annotations)"
+        return f"{plural(len(p), 'sample')}, one per time window (no step annotations)"
+    return f"{plural(len(p), 'sample')}, one per event window (no times or step annotations)"

@@ -8,7 +8,7 @@ from typing import Any
 
 from memtui.report.format import signed_bytes
 from memtui.report.sections import AnySection, Column, Lines, Place, Report, Table
-from memtui.units import format_bytes
+from memtui.units import format_bytes, plural
 
 FULL_TABLE_RANKS = 64  # above this, the table lists only the outliers and the median rank
 OUTLIERS_LISTED = 20  # one line each, with reasons; the groups say the rest
@@ -66,7 +66,7 @@ def divergent_table(divergent: list[dict[str, Any]], moment: str) -> Table:
                  columns=(Column("rank", "text"), Column("delta", "delta"), Column("bytes", "bytes"),
                           Column("typical", "bytes"), Column("site", "location", "call site")),
                  rows=[(d["rank"], d["delta"], d["bytes"], d["typical"], Place(d["site"])) for d in divergent],
-                 title=f"call sites that differ from the median rank (at each rank's {moment}):",
+                 title=f"call sites that differ from the ranks' median (at each rank's {moment}):",
                  line="  rank {rank:>4} {delta:>12} ({bytes} vs {typical})  {site}",
                  limit=SITES_SHOWN, more="  ... and {n} more (--json lists all)")
 
@@ -90,7 +90,7 @@ def histogram_lines(histogram: list[dict[str, Any]], total: int) -> list[str]:
     """A bar per bin; a run of empty bins is one line, so a lone outlier far off stays short."""
     if not histogram:
         return []
-    lines = [f"peak allocated over {total:,} ranks:"]
+    lines = [f"peak allocated over {plural(total, 'rank')}:"]
     most = max(b["count"] for b in histogram)
     i = 0
     while i < len(histogram):

@@ -76,12 +76,12 @@ SPECS: tuple[AnalysisSpec, ...] = (
                   "largest growth first and largest shrink last."),
     AnalysisSpec(
         "ranks", "Compare one snapshot per rank (files or a directory): peak allocated, reserved, OOMs, events, and "
-                 "the call sites where a rank differs from the median rank; flags the outlier rank.",
+                 "the call sites where a rank differs from the ranks' median; flags the outlier rank.",
         "ranks", "RanksOptions", "ranks", subject="rank_files", key="R", key_help="Compare ranks",
         tool="compare_ranks",
         tool_help="Compares distributed-training ranks: peak allocated and reserved, OOMs and events per rank, the "
                   "median rank as reference, the outlier ranks with reasons, and the call sites where a rank "
-                  "differs from the median one."),
+                  "differs from the ranks' median."),
     AnalysisSpec(
         "whatif", "Replay the recording through a model of PyTorch's caching allocator under other "
                   "PYTORCH_CUDA_ALLOC_CONF settings: reserved peak, whether and where it runs out, the smallest "
