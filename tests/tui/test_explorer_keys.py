@@ -290,3 +290,26 @@ async def test_no_color(monkeypatch):
         assert app.no_color
         await pilot.press("o")
         assert screen.event_log.cursor_event == 19
+
+
+async def test_the_answer_about_an_event_goes_when_the_cursor_moves_on():
+    """A search's answer (``event …: alloc 7f3a…``) is about the event it landed on: g, G or
+    j move the cursor on without an answer of their own, and the old one goes; a key that
+    does not move the cursor leaves it."""
+    app = make_app(tiny_path())
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await ready(app, pilot)
+        await pilot.press("G")
+        await search(app, pilot, "7f3a00400000_1")
+        answer = str(screen.status.content)
+        assert "7f3a00400000_1" in answer
+        await pilot.press("tab")  # to the map: the cursor stays
+        await pilot.pause()
+        assert str(screen.status.content) == answer
+        await pilot.press("shift+tab")
+        for key in ("g", "G", "k"):
+            await pilot.press(key)
+            await pilot.pause()
+            assert "7f3a00400000_1" not in str(screen.status.content), key
+            await search(app, pilot, "7f3a00400000_1")
+            assert "7f3a00400000_1" in str(screen.status.content)

@@ -109,6 +109,7 @@ class MainScreen(Screen):
         self.filter_control = FilterController(self, lambda: self.query_one(FilterBar))  # \\ and Esc
         self.search_control = SearchController(self)  # /, n and N
         self._timeline_wanted: bool | None = None  # None: shown when the terminal is tall enough
+        self._answered_at: int | None = None  # the event the status line's answer is about (go_to)
 
     # -- layout ------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -197,6 +198,7 @@ class MainScreen(Screen):
                             warning=True)
             return False
         self.show_event(event)
+        self._answered_at = event  # what the status line says next is about this event
         return True
 
     def show_event(self, i: int, focus_address: int | None = None) -> None:
@@ -223,6 +225,11 @@ class MainScreen(Screen):
             # its own event (go_to); a device shown (its last event announced) and then a
             # jump on it (o to another device's OOM) would otherwise end on the last event.
             return
+        if self._answered_at is not None and message.event != self._answered_at:
+            # The cursor moved on from the event a jump or a search answered about: that
+            # answer (``event 623: alloc …``, ``match 3 of 9``) would read as this event's.
+            self._answered_at = None
+            self.status.say("")
         self.show_event(message.event)
 
     def on_event_log_detail_requested(self, message: EventLog.DetailRequested) -> None:
