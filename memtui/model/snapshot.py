@@ -432,6 +432,18 @@ class DeviceModel:
                 out.append(Match(self.device, self.block_address_n(b), NONE, b, NONE))
         return out
 
+    def segment_made_at(self, addr: int, index: int) -> int:
+        """The event that made the segment at ``addr`` that is there after event ``index``
+        (segment_alloc, or an expandable segment's first segment_map); NONE when it was
+        made before the trace starts."""
+        lo, hi = self.segment_lives.address_range(addr)
+        made = NONE
+        for life in range(lo, hi):
+            start = int(self.segment_lives.start[life])
+            if start != NONE and start <= index:
+                made = max(made, start) if made != NONE else start
+        return made
+
     def _find_segment(self, addr: int, n: int | None) -> list[Match]:
         lo, hi = self.segment_lives.address_range(addr)
         out = []

@@ -313,3 +313,21 @@ async def test_the_answer_about_an_event_goes_when_the_cursor_moves_on():
             assert "7f3a00400000_1" not in str(screen.status.content), key
             await search(app, pilot, "7f3a00400000_1")
             assert "7f3a00400000_1" in str(screen.status.content)
+
+
+async def test_enter_on_a_segment_row_goes_to_the_event_that_made_it():
+    """The map's Enter ("Go to alloc") on a segment's own row, no block selected: the event
+    that made that segment, as on a block's row the event that allocated the block."""
+    app = make_app(tiny_path())
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await ready(app, pilot)
+        screen.go_to(17)
+        await pilot.press("tab", "m", "home")  # the list: its first row is the first segment's own
+        smap = screen.segment_map
+        assert smap.selected_segment == 0 and smap.selected_block < 0
+        dev, state = screen.current_view.device, smap.state
+        made = dev.segment_made_at(int(state.seg_addr[0]), state.index)
+        assert made >= 0 and int(dev.trace.action[made]) in (act.SEGMENT_ALLOC, act.SEGMENT_MAP)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert screen.event_log.cursor_event == made

@@ -118,7 +118,8 @@ class SegmentMap(ChangedLines, ScrollView, can_focus=True):
 
     @dataclass
     class JumpToEvent(Message):
-        """Enter on a block: go to the event that allocated it."""
+        """Enter on a block: go to the event that allocated it; on a segment's row, to the
+        event that made the segment."""
 
         event: int
 
@@ -289,7 +290,16 @@ class SegmentMap(ChangedLines, ScrollView, can_focus=True):
 
     def action_jump(self) -> None:
         state = self.state
-        if state is None or self._block == NONE or self._view is None:
+        if state is None or self._view is None:
+            return
+        if self._block == NONE:  # a segment's row: the event that made the segment
+            if self._segment == NONE:
+                return
+            made = self._view.device.segment_made_at(int(state.seg_addr[self._segment]), state.index)
+            if made == NONE:
+                self.notify("this segment was made before the trace starts", severity="warning")
+                return
+            self.post_message(self.JumpToEvent(made))
             return
         life = int(state.blk_life[self._block])
         start = int(self._view.device.lives.start[life]) if life != NONE else NONE
