@@ -28,6 +28,7 @@ from memtui.model.slices import on_cores
 from memtui.model.stackless import last_stacked_before, stackless_context
 from memtui.model.strings import StringTable, terminal_safe, terminal_safe_value, text_of
 from memtui.model.trace import ModelTables, TraceColumns, build_trace
+from memtui.units import plural
 
 MAX_DEVICES = 4096  # far more GPUs than one process sees; a larger count is a broken file
 
@@ -594,8 +595,14 @@ def assemble_model(raw: dict[str, Any], columns: list[TraceColumns], tables: Mod
     strings, stacks, actions, warnings = tables.strings, tables.stacks, tables.actions, tables.warnings
     n_devices = len(columns)
     per_device_segments: list[list[dict[str, Any]]] = [[] for _ in range(n_devices)]
+    unusable = 0
     for seg in raw["segments"]:
-        per_device_segments[_as_device(seg.get("device", 0))].append(seg)
+        device = seg.get("device", 0)
+        unusable += _as_device(device) != device
+        per_device_segments[_as_device(device)].append(seg)
+    if unusable:  # what `memtui check` and the loader's warnings say, rather than device 0 silently
+        warnings.append(f"{plural(unusable, 'segment')} {'names' if unusable == 1 else 'name'} no usable device number"
+                        f" (0 to {MAX_DEVICES - 1:,}): counted under device 0")
     tables_per_device = [build_segments(segs, stacks, strings, warnings) for segs in per_device_segments]
     stacks.freeze()
     label_is_user = stacks.label_is_user()

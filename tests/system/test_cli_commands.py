@@ -196,3 +196,22 @@ def test_a_file_that_records_nothing_is_an_empty_device_0_in_every_command(tmp_p
         code, out, err = run([args[0], str(path), *args[1:], "--no-cache", "--json"], capsys)
         assert code == 0, (args, err)
         json.loads(out)
+
+
+def test_a_segment_that_names_no_usable_device_is_said_not_silently_moved(tmp_path, capsys):
+    import pickle
+
+    from memtui.open import open_snapshot
+
+    segment = {"device": 1_000_000, "address": 1 << 40, "total_size": 2 << 20, "allocated_size": 0,
+               "active_size": 0, "requested_size": 0, "stream": 0, "segment_type": "large",
+               "segment_pool_id": (0, 0), "is_expandable": False, "frames": [],
+               "blocks": [{"address": 1 << 40, "size": 2 << 20, "requested_size": 0, "state": "inactive",
+                           "frames": []}]}
+    path = tmp_path / "far_device.pickle"
+    path.write_bytes(pickle.dumps({"segments": [segment], "device_traces": []}))
+    snapshot = open_snapshot(path, cache=None)
+    assert len(snapshot.devices[0].segments) == 1
+    assert any("no usable device number" in w for w in snapshot.warnings)
+    code, out, err = run(["check", str(path), "--no-cache"], capsys)
+    assert "1 segment names no usable device number (0 to 4,095): counted under device 0" in out + err
