@@ -23,7 +23,8 @@ def test_one_of_each_is_singular():
         _ordinal("4", 3, "oom:4")
     rank = {"peak_allocated": 100, "ooms": []}
     assert _outlier_reasons(rank, rank, [{"site": "a"}]) == ["1 call site differs from the ranks' median"]
-    assert _outlier_reasons(rank, rank, [{"site": "a"}, {"site": "b"}]) == ["2 call sites differ from the ranks' median"]
+    two = _outlier_reasons(rank, rank, [{"site": "a"}, {"site": "b"}])
+    assert two == ["2 call sites differ from the ranks' median"]
     one = SimpleNamespace(points=StepPoints("annotation", "step", np.array([3]), 1))
     assert describe_points(one) == "1 sample over 1 step (end of each 'step')"
     assert histogram_lines([{"low": 0, "high": 1, "count": 1, "outliers": []}], 1)[0] == "peak allocated over 1 rank:"
