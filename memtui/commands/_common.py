@@ -17,12 +17,19 @@ from memtui.model import Snapshot
 from memtui.open import open_snapshot
 
 
-def load(path: str, cache: ModelCache | None) -> Snapshot:
+def load(path: str, cache: ModelCache | None, warnings_listed: bool = False) -> Snapshot:
     """Open a snapshot through ``cache`` (the command's ``args.model_cache``: None with
-    ``--no-cache``), with a progress line on stderr when it is a terminal."""
+    ``--no-cache``), with a progress line on stderr when it is a terminal. Where the model
+    replaced values it could not use (a size past 64 bits read as 0, a segment's device
+    number), one line on stderr says so and points to ``memtui check``, which lists them
+    (``warnings_listed``: the command lists them itself)."""
     snapshot = open_snapshot(path, progress=StderrProgress() if sys.stderr.isatty() else None, cache=cache)
     if snapshot.load_notice:
         print(f"memtui: note: {printable(snapshot.load_notice)}", file=sys.stderr)
+    if snapshot.warnings and not warnings_listed:
+        count = len(snapshot.warnings)
+        print(f"memtui: note: the file holds values memtui replaced ({count} warning{'s' if count > 1 else ''}):"
+              f" figures may rest on them; memtui check {printable(path)} lists them", file=sys.stderr)
     return snapshot
 
 

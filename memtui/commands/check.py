@@ -19,7 +19,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    snapshot = load(args.snapshot, args.model_cache)
+    snapshot = load(args.snapshot, args.model_cache, warnings_listed=True)
     findings = check_snapshot(snapshot)
     if args.json:
         print_json([f.as_dict() for f in findings])

@@ -85,7 +85,8 @@ def _sanitize_ints(values: list[object], field: str, warnings: list[str], defaul
         else:
             out.append(v)
     if bad:
-        warnings.append(f"{bad} values of '{field}' are not usable integers (treated as {default})")
+        warnings.append(f"1 value of '{field}' is not a usable integer (treated as {default})" if bad == 1 else
+                        f"{bad:,} values of '{field}' are not usable integers (treated as {default})")
     return out
 
 

@@ -215,3 +215,21 @@ def test_a_segment_that_names_no_usable_device_is_said_not_silently_moved(tmp_pa
     assert any("no usable device number" in w for w in snapshot.warnings)
     code, out, err = run(["check", str(path), "--no-cache"], capsys)
     assert "1 segment names no usable device number (0 to 4,095): counted under device 0" in out + err
+
+
+def test_a_command_on_a_file_with_replaced_values_says_so_once(tmp_path, capsys):
+    """An OOM request past 64 bits is read as 0 B: `oom` shows the figure, and one line on
+    stderr says the file holds replaced values and that `check` lists them; `check` lists
+    them and does not say it twice."""
+    import pickle
+
+    trace = [{"action": "oom", "addr": 0, "size": 2 ** 70, "stream": 0, "time_us": 1, "device_free": 5, "frames": []}]
+    path = tmp_path / "huge_request.pickle"
+    path.write_bytes(pickle.dumps({"segments": [], "device_traces": [trace]}))
+    code, out, err = run(["oom", str(path), "--no-cache"], capsys)
+    assert code == 0 and "OOM 1 of 1" in out
+    assert err.count("memtui: note: the file holds values memtui replaced (1 warning)") == 1
+    assert f"memtui check {path}" in err
+    code, out, err = run(["check", str(path), "--no-cache"], capsys)
+    assert "1 value of 'size' is not a usable integer (treated as 0)" in out + err
+    assert "replaced (1 warning)" not in err
