@@ -26,10 +26,9 @@ def load(path: str, cache: ModelCache | None, warnings_listed: bool = False) -> 
     snapshot = open_snapshot(path, progress=StderrProgress() if sys.stderr.isatty() else None, cache=cache)
     if snapshot.load_notice:
         print(f"memtui: note: {printable(snapshot.load_notice)}", file=sys.stderr)
-    if snapshot.warnings and not warnings_listed:
-        count = len(snapshot.warnings)
-        print(f"memtui: note: the file holds values memtui replaced ({count} warning{'s' if count > 1 else ''}):"
-              f" figures may rest on them; memtui check {printable(path)} lists them", file=sys.stderr)
+    if snapshot.replaced_values_note and not warnings_listed:
+        print(f"memtui: note: {snapshot.replaced_values_note}: figures may rest on them;"
+              f" memtui check {printable(path)} lists them", file=sys.stderr)
     return snapshot
 
 

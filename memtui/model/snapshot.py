@@ -478,6 +478,15 @@ class Snapshot:
     # Said to the user once when this load took a slower way than it should (memtui/open.py).
     load_notice: str | None = None
 
+    @property
+    def replaced_values_note(self) -> str | None:
+        """One line, for every front end, when the model replaced values it could not use
+        (``warnings``: a size past 64 bits read as 0, a segment's device number); ``memtui
+        check`` lists them. None when it replaced none."""
+        if not self.warnings:
+            return None
+        return f"memtui replaced values in this file ({plural(len(self.warnings), 'warning')})"
+
     # -- the recording ----------------------------------------------------------------------
     @property
     def trace_overflowed(self) -> bool:

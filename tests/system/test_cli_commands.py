@@ -228,8 +228,8 @@ def test_a_command_on_a_file_with_replaced_values_says_so_once(tmp_path, capsys)
     path.write_bytes(pickle.dumps({"segments": [], "device_traces": [trace]}))
     code, out, err = run(["oom", str(path), "--no-cache"], capsys)
     assert code == 0 and "OOM 1 of 1" in out
-    assert err.count("memtui: note: the file holds values memtui replaced (1 warning)") == 1
+    assert err.count("memtui: note: memtui replaced values in this file (1 warning)") == 1
     assert f"memtui check {path}" in err
     code, out, err = run(["check", str(path), "--no-cache"], capsys)
     assert "1 value of 'size' is not a usable integer (treated as 0)" in out + err
-    assert "replaced (1 warning)" not in err
+    assert "replaced values" not in err

@@ -54,3 +54,15 @@ async def test_the_export_path_and_message_are_absolute(tmp_path, monkeypatch):
         await pilot.pause()
         assert (tmp_path / "relative.msgpack").exists()
         assert f"wrote {tmp_path / 'relative.msgpack'}:" in str(screen.status.render())
+
+
+async def test_a_file_with_replaced_values_says_so_on_the_first_screen(tmp_path):
+    import pickle
+
+    trace = [{"action": "oom", "addr": 0, "size": 2 ** 70, "stream": 0, "time_us": 1, "device_free": 5, "frames": []}]
+    path = tmp_path / "huge_request.pickle"
+    path.write_bytes(pickle.dumps({"segments": [], "device_traces": [trace]}))
+    app = make_app(path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await ready(app, pilot)
+        assert str(screen.status.content) == "! memtui replaced values in this file (1 warning): see memtui check"

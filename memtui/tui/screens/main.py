@@ -144,6 +144,8 @@ class MainScreen(Screen):
         self._apply_view(self.current_view)
         self.event_log.focus()
         self.status.say("? help · / search · o next OOM · Tab next pane")
+        if self.snapshot.replaced_values_note:
+            self.status.say(f"{self.snapshot.replaced_values_note}: see memtui check", warning=True)
         if self.snapshot.load_notice:
             self.status.say(self.snapshot.load_notice, warning=True)
 
