@@ -237,9 +237,14 @@ def smallest_cap(requests: Requests, settings: AllocatorSettings, uncapped: Outc
     if uncapped.oom_event is not None:
         return None, None
 
+    # A trace that starts mid-run starts from the layout the recorded allocator had made: no
+    # cap below it would have let the allocator make it, so no such cap is an answer. (Under
+    # expandable segments, torch itself may map past the cap: the re-runs did, so the replay's
+    # reserved peak is not held to it.)
+    layout = sum(segment.size for segment in requests.initial)
+
     def fits(cap: int) -> bool:
-        out = replay(requests, settings, limit=cap, per_process=True)
-        return out.oom_event is None
+        return cap >= layout and replay(requests, settings, limit=cap, per_process=True).oom_event is None
 
     hi = uncapped.reserved_peak
     tries = 0

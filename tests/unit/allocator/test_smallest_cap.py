@@ -50,3 +50,25 @@ def test_every_view_words_the_lower_cap_alike():
     assert fits_in(Scenario(**base, min_cap_bytes=2 << 30)) == "2.00 GiB"
     assert fits_in(Scenario(**base, min_cap_bytes=2 << 30, min_cap_lowest_bytes=1 << 30)) == \
         "2.00 GiB (also 1.00 GiB, not between)"
+
+
+def test_a_trace_that_starts_mid_run_never_fits_in_less_than_it_allocated():
+    """The replay of a trace that starts mid-run starts from the recorded layout; a cap below
+    it is no answer (it once reported 140 MiB for a run that allocated 187 MiB): the smallest
+    cap is at least the allocated peak, on every bundled recording that starts mid-run."""
+    from memtui.analysis.live import allocated_curve
+    from memtui.analysis.whatif import what_if
+    from memtui.analysis.whatif_requests import build_requests
+    from tests.conftest import sample_files
+    from tests.fixtures.opened import cached
+
+    checked = 0
+    for path in sample_files():
+        snapshot = cached(str(path))
+        for dev in snapshot.devices:
+            if not len(dev.trace) or dev.partial_trace or not build_requests(dev).initial:
+                continue
+            (scenario,) = what_if(snapshot, dev.device, confs=["default"], workers=1).scenarios
+            assert scenario.min_cap_bytes is None or scenario.min_cap_bytes >= int(allocated_curve(dev).max()), path
+            checked += 1
+    assert checked >= 3
