@@ -55,7 +55,10 @@ def key_reference() -> list[tuple[str, list[tuple[str, str]]]]:
 def key_reference_markdown() -> str:
     lines = ["# memtui keys", "",
              "Every key of the explorer (`memtui SNAPSHOT`). `?` shows the same list in the app, and",
-             "Ctrl+P searches the same actions by name. The footer shows the keys of the focused pane.", ""]
+             "Ctrl+P searches the same actions by name. The footer shows the keys of the focused pane; a",
+             "click on one presses it, and where they do not fit (80 columns), the mouse wheel over the",
+             "footer brings in the rest. `f` and `F` step through one allocation's life: its alloc, its",
+             "free requested, its free completed (a segment's: made, released).", ""]
     for section, rows in key_reference():
         lines += [f"## {section}", "", "| key | action |", "| --- | --- |"]
         lines += [f"| `{keys}` | {what} |".replace("`|`", "`\\|`") for keys, what in rows]
