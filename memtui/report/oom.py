@@ -13,13 +13,16 @@ SITE_COLUMNS = (Column("bytes", "bytes"), Column("count", "count"), Column("site
 
 
 def oom_report(device: int, found: list[OomDiagnosis], largest_shown: int | None = None,
-               no_trace_reason: str | None = None) -> Report:
+               no_trace_reason: str | None = None, elsewhere: tuple[int, int] | None = None) -> Report:
     """Every OOM of ``device``, one after another; each has a ``sites`` table (the call
     sites holding memory at it) and, for capacity and cap verdicts, a ``largest`` table
     (its text: at most ``largest_shown`` allocations). ``no_trace_reason``: why a file
-    without a trace could not show an OOM (an OOM-time dump without history is one)."""
+    without a trace could not show an OOM (an OOM-time dump without history is one);
+    ``elsewhere``: (device, event) of another device's OOM, where this one has none."""
     if not found:
         lines = [f"device {device}: no OOM in this snapshot's trace"]
+        if elsewhere is not None:
+            lines[0] += f"; device {elsewhere[0]} has one, at event {elsewhere[1]:,} (--device {elsewhere[0]})"
         if no_trace_reason:
             lines.append(f"  {no_trace_reason}: an OOM before the dump would not show")
         return Report("Why OOM", [Lines(lines=lines)])

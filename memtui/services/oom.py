@@ -35,9 +35,13 @@ class OomResult:
     # The OOMs of a filtered export, by the source's event numbers: not explained, as the state
     # at them is not in the file (NOT_REPLAYED).
     not_replayed: list[int] = field(default_factory=list)
+    # With no OOM on this device: the first other device that has one, and its first OOM's event.
+    elsewhere: tuple[int, int] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"device": self.device, "ooms": [d.to_json() for d in self.ooms]}
+        if self.elsewhere is not None:
+            out["oom_on_other_device"] = {"device": self.elsewhere[0], "event": self.elsewhere[1]}
         if self.not_replayed:
             out["not_replayed"] = {"events": self.not_replayed, "reason": NOT_REPLAYED}
         return out
@@ -48,7 +52,7 @@ class OomResult:
             return Report("Why OOM", [Lines(lines=[
                 f"device {self.device}: OOM at event {events}: cannot tell why", f"  {NOT_REPLAYED};"
                 " explain it on the source snapshot"])])
-        return oom_report(self.device, self.ooms, LARGEST_SHOWN, self.no_trace_reason)
+        return oom_report(self.device, self.ooms, LARGEST_SHOWN, self.no_trace_reason, self.elsewhere)
 
 
 def oom(snapshot: Snapshot, options: OomOptions) -> OomResult:
@@ -57,7 +61,11 @@ def oom(snapshot: Snapshot, options: OomOptions) -> OomResult:
     dev = snapshot.devices[device] if snapshot.devices else None
     traced = dev is None or has_trace(dev)
     not_replayed = [dev.shown_index(int(i)) for i in dev.oom_indices()] if dev is not None and dev.partial_trace else []
-    return OomResult(device, found, None if traced else NO_TRACE, not_replayed)
+    elsewhere = None
+    if not found and not not_replayed:
+        elsewhere = next(((d.device, d.shown_index(int(d.oom_indices()[0]))) for d in snapshot.present_devices
+                          if d.device != device and len(d.oom_indices())), None)
+    return OomResult(device, found, None if traced else NO_TRACE, not_replayed, elsewhere)
 
 
 def render(d: OomDiagnosis, n: int = 1, total: int = 1) -> list[str]:

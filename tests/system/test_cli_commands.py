@@ -233,3 +233,16 @@ def test_a_command_on_a_file_with_replaced_values_says_so_once(tmp_path, capsys)
     code, out, err = run(["check", str(path), "--no-cache"], capsys)
     assert "1 value of 'size' is not a usable integer (treated as 0)" in out + err
     assert "replaced values" not in err
+
+
+def test_oom_on_a_device_without_one_names_the_device_that_has_one(tmp_path, capsys):
+    from tests.conftest import SAMPLES
+    from tests.fixtures.multi_device import combine
+
+    path = combine([SAMPLES / "train_linear_adam.pickle.xz", SAMPLES / "scenarios" / "oom_capacity_py.pickle.xz"],
+                   tmp_path / "two.pickle")
+    code, out, _ = run(["oom", str(path), "--device", "0", "--no-cache"], capsys)
+    assert code == 0
+    assert out.splitlines()[0] == "device 0: no OOM in this snapshot's trace; device 1 has one, at event 14 (--device 1)"
+    code, out, _ = run(["oom", str(path), "--device", "0", "--no-cache", "--json"], capsys)
+    assert json.loads(out)["oom_on_other_device"] == {"device": 1, "event": 14}
