@@ -43,19 +43,21 @@ from typing import Any
 
 import numpy as np
 
+from memtui.allocator.settings import AllocatorSettings
+from memtui.allocator.simulator import allocation_size, round_size
 from memtui.analysis import evidence as ev
 from memtui.analysis.attribution import AttributedSites, attribute, block_starts
 from memtui.analysis.callsites import CallSites
 from memtui.analysis.cycles import CycleReport, find_cycles
 from memtui.analysis.live import reserved_curve
-from memtui.analysis.whatif import replay_ooms
+from memtui.analysis.whatif import Limit, replay_ooms
 from memtui.errors import UsageError
 from memtui.model import DeviceModel, Snapshot
 from memtui.model import actions as act
 from memtui.model.address_n import format_address_n
 from memtui.model.lifetimes import NONE
 from memtui.replay import AllocatorState, Replayer
-from memtui.state_figures import SMALL_REQUEST, SMALL_SEGMENT, pool_free, request_pool, segment_pools
+from memtui.state_figures import pool_free, request_pool, segment_pools
 from memtui.units import format_bytes, plural
 
 GIB = 1 << 30
@@ -195,7 +197,8 @@ def diagnose_ooms(snapshot: Snapshot, device: int | None = None, device_total: i
         reserved = reserved_curve(dev)
         replayed = replay_ooms(snapshot, dev)
         for i in indices:
-            diagnosis = diagnose(snapshot, dev, replayer, int(i), sites, device_total, top, reserved)
+            diagnosis = diagnose(snapshot, dev, replayer, int(i), sites, device_total, top, reserved,
+                                 replayed.limit)
             diagnosis.held_by_cycles = waiting.get(int(i), 0)
             diagnosis.replayed, diagnosis.replay_exact = replayed.served.get(int(i), []), replayed.exact
             _replay_evidence(diagnosis)
@@ -205,8 +208,8 @@ def diagnose_ooms(snapshot: Snapshot, device: int | None = None, device_total: i
 
 
 def diagnose(snapshot: Snapshot, dev: DeviceModel, replayer: Replayer, index: int, sites: CallSites,
-             device_total: int | None = None, top: int = 10, reserved_by_event: np.ndarray | None = None
-             ) -> OomDiagnosis:
+             device_total: int | None = None, top: int = 10, reserved_by_event: np.ndarray | None = None,
+             implied: Limit | None = None) -> OomDiagnosis:
     trace = dev.trace
     requested = int(trace.size[index])
     device_free = max(int(trace.device_free[index]), 0)
@@ -224,7 +227,13 @@ def diagnose(snapshot: Snapshot, dev: DeviceModel, replayer: Replayer, index: in
         reserved_by_event = reserved_curve(dev)
     seen = int(reserved_by_event[:index].max()) if index > 0 and len(reserved_by_event) else reserved
     cap_at_least = max(seen, reserved) if process_limit else None
-    cap_below = reserved + _segment_size_for(requested) if process_limit else None
+    cap_below = reserved + allocation_size(round_size(requested, AllocatorSettings())) if process_limit else None
+    if cap_at_least is not None and cap_below is not None and implied is not None and implied.per_process and \
+            implied.low is not None and implied.high is not None and \
+            max(cap_at_least, implied.low) < min(cap_below, implied.high + 1):
+        # One cap for the whole run, bracketed as whatif brackets it (derive_limit: the
+        # requests torch served only after releasing its cache narrow it too).
+        cap_at_least, cap_below = max(cap_at_least, implied.low), min(cap_below, implied.high + 1)
     # What could still be obtained: the device's free memory, or the least the cap left.
     headroom = device_free if not process_limit else cap_at_least - reserved
     # The device total only matters when the device itself was full.
@@ -468,15 +477,6 @@ def _after(d: OomDiagnosis, dev: DeviceModel, cycles: CycleReport) -> None:
 _CAUSE_AFTER = {"cycle": "the garbage collector", "exception": "the exception's traceback being let go (the"
                 " failing call's frames held it)", "refcount": "reference counting", "autograd": "the autograd"
                 " engine", "teardown": "teardown", "unknown": "something the stacks do not tell"}
-
-
-def _segment_size_for(requested: int) -> int:
-    """Size of the segment the allocator asks cudaMalloc for to serve ``requested``."""
-    if requested <= SMALL_REQUEST:
-        return SMALL_SEGMENT
-    if requested < 10 * SMALL_REQUEST:
-        return 20 * SMALL_REQUEST
-    return -(-requested // SMALL_SEGMENT) * SMALL_SEGMENT
 
 
 def _device_total(given: int | None, reserved: int, device_free: int) -> tuple[int | None, bool]:

@@ -243,6 +243,7 @@ def test_oom_on_a_device_without_one_names_the_device_that_has_one(tmp_path, cap
                    tmp_path / "two.pickle")
     code, out, _ = run(["oom", str(path), "--device", "0", "--no-cache"], capsys)
     assert code == 0
-    assert out.splitlines()[0] == "device 0: no OOM in this snapshot's trace; device 1 has one, at event 14 (--device 1)"
+    first = out.splitlines()[0]
+    assert first == "device 0: no OOM in this snapshot's trace; device 1 has one, at event 14 (--device 1)"
     code, out, _ = run(["oom", str(path), "--device", "0", "--no-cache", "--json"], capsys)
     assert json.loads(out)["oom_on_other_device"] == {"device": 1, "event": 14}

@@ -49,3 +49,17 @@ def test_the_recorded_settings_replay_to_the_recorded_peak_under_the_derived_cap
     result = what_if(snapshot, 0, min_cap=False, workers=1)
     (recorded,) = [s for s in result.scenarios if s.recorded]
     assert recorded.reserved_peak == result.recorded_peak, (path.name, result.limit)
+
+
+@pytest.mark.parametrize("path", oom_recordings(), ids=lambda p: p.name)
+def test_oom_and_whatif_give_one_bracket_for_the_cap(path):
+    """`memtui oom` says the cap is at least X and below Y; `memtui whatif` says between X and
+    Y: the same X and Y, the one derivation (derive_limit)."""
+    from memtui.analysis.oom import diagnose_ooms
+
+    snapshot = cached(str(path))
+    first = diagnose_ooms(snapshot, 0)[0]
+    limit = what_if(snapshot, 0, confs=["default"], min_cap=False, workers=1).limit
+    if not (first.process_limit and limit.per_process and limit.low is not None):
+        pytest.skip("the device refused, not a per-process cap")
+    assert (first.cap_at_least, first.cap_below) == (limit.low, limit.high + 1), path.name
