@@ -88,7 +88,8 @@ def view_at_event(snapshot: Snapshot, dev: DeviceModel, index: int, depth: int =
         usage.reserved += int(state.seg_size[s])
     for b in np.nonzero(allocated & (state.blk_segment != NONE))[0]:
         pools[seg_names[int(state.blk_segment[b])]].allocated += int(state.blk_size[b])
-    return _view(f"{snapshot.name} device {dev.device} @ event {state.index}", dev.device, state.index, sites,
+    at = f"@ event {dev.shown_index(state.index)}" if state.index >= 0 else "before its first event"
+    return _view(f"{snapshot.name} device {dev.device} {at}", dev.device, state.index, sites,
                  sites.of_stacks(stacks[allocated]), state.blk_size[allocated], pools)
 
 

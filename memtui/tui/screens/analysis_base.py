@@ -39,6 +39,8 @@ Cell = str | Location
 Row = tuple[tuple[Cell, ...], AnalysisJump | None]
 LAST_MIN = 12  # the last column never gets narrower than this; the table scrolls sideways instead
 TINY_HEIGHT = 16  # terminal rows below which the hint line gives its rows to the page
+# The hint of a screen whose rows are call sites: Enter lists the site's allocations in the log.
+SITE_HINT = "Enter: the site's allocations in the event log (n/N step through them) · Esc: close"
 
 
 def sections_text(report: Report, skip: Collection[str] = ()) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from memtui.analysis.diff import MemoryDiff
 from memtui.report.diff import diff_report
 from memtui.report.format import signed_bytes
-from memtui.tui.screens.analysis_base import AnalysisScreen, Row, table_cells
+from memtui.tui.screens.analysis_base import SITE_HINT, AnalysisScreen, Row, table_cells
 from memtui.tui.views.analysis_jumps import site_jump
 from memtui.tui.views.device_view import DeviceView
 from memtui.units import format_bytes
@@ -27,8 +27,8 @@ class DiffReportScreen(AnalysisScreen):
         self.make_diff = make_diff
         self.view = view
         self.depth = depth
-        if view is None:
-            self.HINT = "Esc: close"
+        # Enter on a row lists that call site's allocations in the log (analysis_jumps.site_jump).
+        self.HINT = "Esc: close" if view is None else SITE_HINT
 
     def compute(self) -> MemoryDiff:
         return self.make_diff()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from memtui.analysis.leaks import LeakReport
 from memtui.report.leaks import leaks_report
 from memtui.services.leaks import LeaksOptions, leaks
-from memtui.tui.screens.analysis_base import AnalysisScreen, Row, sections_text, table_cells
+from memtui.tui.screens.analysis_base import SITE_HINT, AnalysisScreen, Row, sections_text, table_cells
 from memtui.tui.views.analysis_jumps import site_jump
 from memtui.tui.views.device_view import DeviceView
 
@@ -15,7 +15,7 @@ SITES_LISTED = 30
 class LeaksReportScreen(AnalysisScreen):
     TITLE_TEXT = "Leaks and growth by call site"
     COLUMNS = ("", "live bytes", "count", "growth", "over the run", "call site")
-    HINT = "Enter: the site's allocations in the event log (n/N step through them) · Esc: close"
+    HINT = SITE_HINT
 
     def __init__(self, view: DeviceView, depth: int = 1) -> None:
         super().__init__()

@@ -116,3 +116,14 @@ def test_two_ranks_flag_the_larger(tmp_path):
 def test_no_files(tmp_path):
     with pytest.raises(UsageError):
         find_rank_files([str(tmp_path)])
+
+
+def test_a_side_before_the_first_event_says_so_not_event_minus_one():
+    from memtui.analysis.diff import view_at_event
+    from tests.conftest import SAMPLES
+    from tests.fixtures.opened import cached
+
+    snapshot = cached(str(SAMPLES / "oom_training.pickle.xz"))
+    dev = snapshot.devices[0]
+    assert view_at_event(snapshot, dev, -1).name.endswith("device 0 before its first event")
+    assert view_at_event(snapshot, dev, 5).name.endswith("device 0 @ event 5")
