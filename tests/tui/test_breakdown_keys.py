@@ -205,3 +205,17 @@ async def test_the_selected_node_says_which_rule_placed_its_memory():
         await settle(app, pilot)
         status = str(app.screen.query_one("#breakdown-status").render())
         assert "optimizer_state" in status and "kept after that step" in status
+
+
+async def test_the_sorting_message_goes_once_the_categories_are_ready():
+    """B sorts the allocations into categories first ("sorting allocations into categories…");
+    once the call tree is shown, closing it leaves no such message behind."""
+    app = make_app(TRAIN)
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(app, pilot)
+        await pilot.press("B")
+        await settle(app, pilot)
+        assert isinstance(app.screen, BreakdownScreen)
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert app.screen is main and "sorting" not in str(main.status.content)

@@ -82,8 +82,9 @@ class BreakdownController:
             return
         self._breakdowns[message.model.device] = message.model
         what, self._breakdown_wanted = self._breakdown_wanted, None
-        if message.error:
-            self.screen.status.say(message.error, warning=True)
+        # "sorting allocations into categories…" is done: the pane and the stacked timeline
+        # say what they show; the call tree's screen says it itself.
+        self.screen.status.say(message.error or "", warning=bool(message.error))
         if message.model.view is self.screen.current_view:
             if self._stacked_wanted:
                 self._use_breakdown(message.model, "stacked", quiet=what != "stacked")

@@ -7,6 +7,7 @@ the n/N keys to; it keeps what n/N step through and reaches the screen only thro
 
 from __future__ import annotations
 
+import dataclasses
 from functools import partial
 
 from memtui.model.lifetimes import NONE
@@ -30,16 +31,19 @@ class SearchController:
 
     def done(self, message: SearchDone) -> None:
         result = message.result
-        if result.found and result.device != self.host.current_view.device.device:
-            self.host.switch_device(result.device, then=partial(self.apply, result))
+        here = self.host.current_view.device.device
+        if result.found and result.device != here:
+            self.host.switch_device(result.device, then=partial(self.apply, result, here))
             return
         self.apply(result)
 
-    def apply(self, result: SearchResult) -> None:
+    def apply(self, result: SearchResult, moved_from: int | None = None) -> None:
         status = self.host.status
         if not result.found:
             status.say(result.message, warning=True)
             return
+        if moved_from is not None:  # the answer says which device it was found on
+            result = dataclasses.replace(result, message=f"device {result.device}, not {moved_from}: {result.message}")
         self.result = result
         if result.kind == "address_n":
             match = result.matches[0]
