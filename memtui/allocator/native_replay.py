@@ -37,7 +37,7 @@ def can_replay(requests, settings: AllocatorSettings | None = None, va_size: int
     values = [a for a, _ in requests.recorded_segments] + [s.addr for s in requests.initial]
     if not all(0 <= v < ADDRESS_END for v in values):
         return False
-    if sum(s.size for s in requests.initial) > MAX_DEVICE_BYTES or not 0 <= va_size <= MAX_DEVICE_BYTES:
+    if requests.initial_reserved > MAX_DEVICE_BYTES or not 0 <= va_size <= MAX_DEVICE_BYTES:
         return False
     # New segments go below the lowest address, each at most its request rounded (at most
     # twice it) plus a 20 MiB segment and 2 MiB of alignment; with expandable segments each

@@ -104,6 +104,11 @@ class Requests:
     # event, the request's alloc event): the first try was refused.
     retried: list[tuple[int, int]] = field(default_factory=list)
 
+    @property
+    def initial_reserved(self) -> int:
+        """Bytes the segments there at the trace's first event reserve (a trace that starts mid-run)."""
+        return sum(segment.size for segment in self.initial)
+
     def __len__(self) -> int:
         return len(self.kind)
 

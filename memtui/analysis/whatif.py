@@ -21,7 +21,7 @@ import numpy as np
 from memtui.allocator.replay import Outcome, Requests, replay
 from memtui.allocator.settings import AllocatorSettings, parse_conf, settings_of_snapshot
 from memtui.allocator.simulator import allocation_size, round_size
-from memtui.analysis.whatif_requests import build_requests, recorded_segment_events
+from memtui.analysis.whatif_requests import build_requests, recorded_reserved, recorded_segment_events
 from memtui.errors import UsageError
 from memtui.model import DeviceModel, Snapshot
 from memtui.model import actions as act
@@ -153,11 +153,12 @@ def what_if(snapshot: Snapshot, device: int, confs: list[str] | None = None, cap
         raise UsageError(f"whatif: {NOT_REPLAYED}; replay the source snapshot")
     recorded_conf, recorded = settings_of_snapshot(snapshot.allocator_settings)
     requests = build_requests(dev)
-    limit = derive_limit(dev, requests, cap, recorded)
+    reserved = recorded_reserved(dev, requests)
+    limit = derive_limit(dev, requests, cap, recorded, reserved)
     fidelity = check_fidelity(dev, requests, recorded)
     given = [c.strip() for c in confs] if confs else candidates(recorded_conf, recorded, limit)
     parsed = [(text, parse_conf(text)) for text in given]  # bad settings fail before any work
-    recorded_peak = recorded_reserved_peak(dev, requests)
+    recorded_peak = recorded_reserved_peak(dev, requests, reserved)
     ooms = dev.oom_indices()
     result = WhatIf(device, recorded_conf, recorded_peak, int(ooms[0]) if len(ooms) else None, limit, fidelity,
                     starts_mid_run=bool(requests.initial))
@@ -241,7 +242,7 @@ def smallest_cap(requests: Requests, settings: AllocatorSettings, uncapped: Outc
     # cap below it would have let the allocator make it, so no such cap is an answer. (Under
     # expandable segments, torch itself may map past the cap: the re-runs did, so the replay's
     # reserved peak is not held to it.)
-    layout = sum(segment.size for segment in requests.initial)
+    layout = requests.initial_reserved
 
     def fits(cap: int) -> bool:
         return cap >= layout and replay(requests, settings, limit=cap, per_process=True).oom_event is None
@@ -304,25 +305,22 @@ def _event_text(item: tuple[int, int]) -> str:
     return f"{SEGMENT_NAMES.get(code, code)} {format_size(size)}"
 
 
-def recorded_reserved_peak(dev: DeviceModel, requests: Requests) -> int:
-    action, size = dev.trace.action, dev.trace.size.astype(np.int64)
-    delta = np.zeros(len(action), np.int64)
-    grow = np.isin(action, (act.SEGMENT_ALLOC, act.SEGMENT_MAP))
-    shrink = np.isin(action, (act.SEGMENT_FREE, act.SEGMENT_UNMAP))
-    delta[grow], delta[shrink] = size[grow], -size[shrink]
-    start = sum(s.size for s in requests.initial)
-    curve = start + np.cumsum(delta) if len(delta) else np.zeros(1, np.int64) + start
-    return int(max(curve.max(), start, dev.reserved if not len(delta) else 0))
+def recorded_reserved_peak(dev: DeviceModel, requests: Requests, reserved: np.ndarray | None = None) -> int:
+    """The most the recording reserved; ``reserved``: its curve (recorded_reserved), if made."""
+    curve = recorded_reserved(dev, requests) if reserved is None else reserved
+    start = requests.initial_reserved
+    return int(max(curve.max(), start) if len(curve) else max(start, dev.reserved))
 
 
 def derive_limit(dev: DeviceModel, requests: Requests, cap: int | None,
-                 recorded: AllocatorSettings | None = None) -> Limit:
+                 recorded: AllocatorSettings | None = None, reserved: np.ndarray | None = None) -> Limit:
     """The limit: ``cap`` when given; else what the first recorded OOM implies (a per-process
     cap: at least the most this process ever reserved, and below what it asked for at the
     OOM and at each request served only after torch released its cache, which a try refused
     first; the device: what this process held plus what was free); else none. ``recorded``:
     the recording's settings (with a garbage collection threshold, torch releases its cache
-    before a try, not after a refusal, so those releases tell nothing of the cap)."""
+    before a try, not after a refusal, so those releases tell nothing of the cap).
+    ``reserved``: the recorded reserved curve (recorded_reserved), if made."""
     if cap is not None:
         return Limit(cap, True, "given")
     ooms = dev.oom_indices()
@@ -330,23 +328,18 @@ def derive_limit(dev: DeviceModel, requests: Requests, cap: int | None,
         return Limit(None, False, "none", "no OOM was recorded and no --cap given: no limit")
     k = int(ooms[0])
     trace = dev.trace
-    action, size = trace.action, trace.size.astype(np.int64)
-    delta = np.zeros(len(action), np.int64)
-    grow = np.isin(action, (act.SEGMENT_ALLOC, act.SEGMENT_MAP))
-    shrink = np.isin(action, (act.SEGMENT_FREE, act.SEGMENT_UNMAP))
-    delta[grow], delta[shrink] = size[grow], -size[shrink]
-    reserved = sum(s.size for s in requests.initial) + np.cumsum(delta)
+    if reserved is None:
+        reserved = recorded_reserved(dev, requests)
     at_oom = int(reserved[k])
     device_free = max(int(trace.device_free[k]), 0)
-    request = int(size[k])
+    request = int(trace.size[k])
     if device_free > request:
         seen = int(reserved[: k + 1].max())
         below = at_oom + allocation_size(round_size(request, AllocatorSettings()))
         if recorded is not None and not recorded.garbage_collection_threshold:
-            start_reserved = sum(s.size for s in requests.initial)
             for start, target in requests.retried:
                 if target < k:  # refused with what was reserved before the release, plus the new segment(s)
-                    before = int(reserved[start - 1]) if start > 0 else start_reserved
+                    before = int(reserved[start - 1]) if start > 0 else requests.initial_reserved
                     below = min(below, before + int(reserved[target] - reserved[start:target].min()))
         if seen < below:
             middle = (seen + below) // 2

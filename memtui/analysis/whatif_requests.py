@@ -112,9 +112,7 @@ def recorded_segment_events(dev: DeviceModel) -> tuple[np.ndarray, np.ndarray, n
 def _recorded_reserved(dev: DeviceModel, action: np.ndarray, size: np.ndarray, pools: list[PoolId]
                        ) -> tuple[np.ndarray, list[InitialSegment]]:
     """Reserved bytes after each event, and the segments there before the first one."""
-    delta = np.zeros(len(action), np.int64)
-    grow, shrink = np.isin(action, GROW_ACTIONS), np.isin(action, RELEASE_ACTIONS)
-    delta[grow], delta[shrink] = size[grow], -size[shrink]
+    delta = _segment_deltas(action, size)
     traced_change = int(delta.sum())
     starts_mid_run = bool(len(dev.lives)) and bool((dev.lives.start == NONE).any())
     initial: list[InitialSegment] = []
@@ -123,6 +121,20 @@ def _recorded_reserved(dev: DeviceModel, action: np.ndarray, size: np.ndarray, p
         initial = _initial_segments(dev, pools)
         before = sum(s.size for s in initial)
     return before + np.cumsum(delta), initial
+
+
+def _segment_deltas(action: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """The bytes each event's segment event adds to what is reserved (a release: negative)."""
+    delta = np.zeros(len(action), np.int64)
+    grow, shrink = np.isin(action, GROW_ACTIONS), np.isin(action, RELEASE_ACTIONS)
+    delta[grow], delta[shrink] = size[grow], -size[shrink]
+    return delta
+
+
+def recorded_reserved(dev: DeviceModel, requests: Requests) -> np.ndarray:
+    """Reserved bytes after each event as the trace records them, from the layout it starts
+    with (build_requests reads the same curve for its hints)."""
+    return requests.initial_reserved + np.cumsum(_segment_deltas(dev.trace.action, dev.trace.size.astype(np.int64)))
 
 
 def _initial_segments(dev: DeviceModel, pools: list[PoolId]) -> list[InitialSegment]:
