@@ -438,12 +438,9 @@ class DeviceModel:
         (segment_alloc, or an expandable segment's first segment_map); NONE when it was
         made before the trace starts."""
         lo, hi = self.segment_lives.address_range(addr)
-        made = NONE
-        for life in range(lo, hi):
-            start = int(self.segment_lives.start[life])
-            if start != NONE and start <= index:
-                made = max(made, start) if made != NONE else start
-        return made
+        starts = self.segment_lives.start[lo:hi]
+        made = starts[(starts != NONE) & (starts <= index)]
+        return int(made.max()) if len(made) else NONE
 
     def _find_segment(self, addr: int, n: int | None) -> list[Match]:
         lo, hi = self.segment_lives.address_range(addr)
@@ -517,6 +514,15 @@ class Snapshot:
         bare segment list of device 1 has no device 0)."""
         shown = [d for d in self.devices if d.device < self.traced_devices or len(d.trace) or len(d.segments)]
         return shown or self.devices[:1]
+
+    def oom_elsewhere(self, device: int) -> tuple[int, int] | None:
+        """(device, its first OOM's event index) of the first device other than ``device`` that
+        has an OOM, or None: where the explorer's ``o`` and ``memtui oom`` send a user from a
+        device without one."""
+        for dev in self.present_devices:
+            if dev.device != device and len(ooms := dev.oom_indices()):
+                return dev.device, int(ooms[0])
+        return None
 
     def default_device(self) -> int:
         """The device every view opens when none is asked for: the one with an OOM, else the
@@ -606,9 +612,9 @@ def assemble_model(raw: dict[str, Any], columns: list[TraceColumns], tables: Mod
     per_device_segments: list[list[dict[str, Any]]] = [[] for _ in range(n_devices)]
     unusable = 0
     for seg in raw["segments"]:
-        device = seg.get("device", 0)
-        unusable += _as_device(device) != device
-        per_device_segments[_as_device(device)].append(seg)
+        named, device = seg.get("device", 0), _as_device(seg.get("device", 0))
+        unusable += device != named
+        per_device_segments[device].append(seg)
     if unusable:  # what `memtui check` and the loader's warnings say, rather than device 0 silently
         warnings.append(f"{plural(unusable, 'segment')} {'names' if unusable == 1 else 'name'} no usable device number"
                         f" (0 to {MAX_DEVICES - 1:,}): counted under device 0")

@@ -61,10 +61,9 @@ def oom(snapshot: Snapshot, options: OomOptions) -> OomResult:
     dev = snapshot.devices[device] if snapshot.devices else None
     traced = dev is None or has_trace(dev)
     not_replayed = [dev.shown_index(int(i)) for i in dev.oom_indices()] if dev is not None and dev.partial_trace else []
-    elsewhere = None
-    if not found and not not_replayed:
-        elsewhere = next(((d.device, d.shown_index(int(d.oom_indices()[0]))) for d in snapshot.present_devices
-                          if d.device != device and len(d.oom_indices())), None)
+    elsewhere = snapshot.oom_elsewhere(device) if not found and not not_replayed else None
+    if elsewhere is not None:  # its event as that device's views number it
+        elsewhere = (elsewhere[0], snapshot.devices[elsewhere[0]].shown_index(elsewhere[1]))
     return OomResult(device, found, None if traced else NO_TRACE, not_replayed, elsewhere)
 
 

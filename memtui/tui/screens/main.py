@@ -283,7 +283,7 @@ class MainScreen(Screen):
     def _jump_to_oom(self, forward: bool) -> None:
         """The next OOM on this device; with none here, the first OOM of a device that has one."""
         jump = navigation.oom(self.current_view.device, self.cursor, forward)
-        other = navigation.device_with_oom(self.snapshot, self.current_view.device.device)
+        other = self.snapshot.oom_elsewhere(self.current_view.device.device)
         if jump.event is not None or other is None:
             self._jump(jump)
             return

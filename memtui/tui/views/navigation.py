@@ -92,14 +92,3 @@ def _step_life(lives: Lifetimes, life: int, i: int, forward: bool, alloc_missing
     if int(lives.start[life]) != NONE:
         return Jump(None, "this is the allocation's first event")
     return Jump(None, f"{alloc_missing}: its alloc is not in the trace")
-
-
-
-def device_with_oom(snapshot, current: int) -> tuple[int, int] | None:
-    """(device, first OOM event) of the first other device that has an OOM, or None."""
-    for dev in snapshot.present_devices:
-        if dev.device != current:
-            ooms = dev.oom_indices()
-            if len(ooms):
-                return dev.device, int(ooms[0])
-    return None
