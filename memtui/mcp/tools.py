@@ -20,7 +20,7 @@ from memtui.fleet.runners import local_runner
 from memtui.mcp.answers import MAX_LIMIT, PAGING, Answer, Progress, bounded, cut
 from memtui.mcp.store import SnapshotStore
 from memtui.report.format import signed_bytes
-from memtui.report.leaks import describe_points
+from memtui.report.leaks import describe_points, growth_summary
 from memtui.report.oom import explain
 from memtui.report.ranks import shortened
 from memtui.report.text import text_lines
@@ -197,16 +197,13 @@ def leak_sites(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: P
     cut(data, "sites", MAX_LIMIT, omitted)
     lines = [f"device {report.device}: {format_bytes(report.live_bytes)} in {report.live_count:,} live allocations"
              f" at snapshot time; {describe_points(report)}"]
+    lines.append(growth_summary(report))
     growing = report.growing
-    if growing:
-        lines.append(f"{plural(len(growing), 'call site')} grew steadily (live memory never fell and rose in most"
-                     " steps):")
-        for s in growing[:5]:
-            lines.append(f"  +{format_bytes(s.growth_bytes)} ({s.growth_count:+,} allocations) at {s.label}")
-    else:
-        lines.append("no call site grew steadily over the run")
+    for s in growing[:5]:
+        lines.append(f"  +{format_bytes(s.growth_bytes)} ({s.growth_count:+,} allocations) at {s.label}")
+    if not growing:
         for s in report.sites[:3]:
-            lines.append(f"  holds {format_bytes(s.bytes)} in {s.count:,} allocations: {s.label}")
+            lines.append(f"  holds {format_bytes(s.bytes)} in {s.count:,} allocations ({s.kind}): {s.label}")
     return bounded(lines, data, omitted, f"only the first {MAX_LIMIT} call sites are listed")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memtui.analysis.leaks import LeakReport, SiteGrowth
+from memtui.analysis.leaks import RISING, LeakReport, SiteGrowth
 from memtui.report.format import sparkline
 from memtui.report.sections import Column, Evidence, Lines, Place, Report, Table
 from memtui.units import format_bytes, plural
@@ -42,6 +42,24 @@ def leaks_report(report: LeakReport) -> Report:
 def site_rows(sites: list[SiteGrowth]) -> list[tuple[Any, ...]]:
     return [("▲" if s.growing else "", s.bytes, s.count, s.growth_bytes, s.growth_per_unit, s.growth_count,
              sparkline(s.series_bytes), s.kind, Place(s.label, s.frames)) for s in sites]
+
+
+def growth_summary(report: LeakReport) -> str:
+    """One line on which call sites kept more over the run, worded by the same kinds the
+    verdict's evidence uses: the sites whose kept memory rose all through the run (marked ▲),
+    and the sites that still kept more when the trace ended with memory made lately
+    (``rising``: a buffer grown by copying keeps more each round without holding on to
+    what each round made). Every view that sums up the leaks report says it this way."""
+    growing = [s.label for s in report.growing]
+    rising = [s.label for s in report.sites if not s.growing and s.kind == RISING]
+    parts = []
+    if growing:
+        parts.append(f"{plural(len(growing), 'call site')} kept more all through the run (marked ▲):"
+                     f" {', '.join(growing)}")
+    if rising:
+        parts.append(f"{plural(len(rising), 'call site')} still kept more when the trace ended, with memory made"
+                     f" lately (growth: rising): {', '.join(rising)}")
+    return "; ".join(parts) if parts else "no call site kept more all through the run or was still growing at its end"
 
 
 def headline(report: LeakReport) -> str:

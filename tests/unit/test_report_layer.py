@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 
 import pytest
 
@@ -166,3 +167,35 @@ def test_the_leaks_text_shows_every_sites_live_bytes_so_they_add_up(capsys):
     text = capsys.readouterr().out
     for site in growing:
         assert f"holds {format_bytes(site['bytes'])} in {site['count']:,}" in text, text
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.name) for p in sample_files() + scenario_files()])
+def test_the_leaks_summary_names_every_site_the_evidence_says_kept_more(path):
+    # One line sums up which sites grew (the explorer's leaks screen and the MCP tool print it):
+    # it must not say that nothing grew where the verdict's evidence names a site that kept more
+    # in most of the run's parts (a buffer grown by copying: kind "rising", not "leak").
+    from memtui.analysis.leaks import RISING
+    from memtui.report.leaks import growth_summary
+
+    snapshot = cached(str(path))
+    for dev in snapshot.devices:
+        report = find_leaks(snapshot, dev)
+        summary = growth_summary(report)
+        named = [s for s in report.sites if s.growing or s.kind == RISING]
+        for site in named:
+            assert site.label in summary, (site.label, summary)
+        assert summary.startswith("no call site") == (not named), summary
+        for line in report.evidence:
+            if re.search(r"kept more in \d+ of|what it keeps rose in \d+ of", line.text):
+                assert not summary.startswith("no call site"), (line.text, summary)
+
+
+def test_the_leaks_summary_of_a_buffer_grown_by_copying_says_it_still_grew():
+    from memtui.report.leaks import growth_summary
+    from tests.conftest import SAMPLES
+
+    snapshot = cached(str(SAMPLES / "oom_training.pickle.xz"))
+    report = find_leaks(snapshot, snapshot.devices[0])
+    assert "kept more in 4 of the run's 4 parts" in report.evidence[0].text  # the verdict's own words
+    assert "still kept more when the trace ended" in growth_summary(report)
+    assert "generate.py:75" in growth_summary(report)
