@@ -114,6 +114,19 @@ async def test_text_search_and_n_N():
         assert screen.event_log.cursor_event == optim[-1]  # wrapped
 
 
+async def test_n_on_a_search_with_one_match_says_it_is_the_only_one():
+    app = make_app(tiny_path())
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await ready(app, pilot)
+        await search(app, pilot, "b0x7f3a00400000_1")  # one allocation, one event
+        only = 10
+        assert screen.event_log.cursor_event == only
+        await pilot.press("n")
+        assert screen.event_log.cursor_event == only
+        assert str(screen.status.content).endswith("(the only one)"), screen.status.content
+        assert "wrapped" not in str(screen.status.content)
+
+
 async def test_stepping_the_cursor_replays_the_allocator():
     snapshot = loaded(str(tiny_path()))
     replayer = Replayer(snapshot.devices[0])

@@ -65,6 +65,8 @@ def test_jumps_on_the_tiny_snapshot():
     assert navigation.oom(dev, 0, True).event == 19
     wrapped = navigation.oom(dev, 20, True)
     assert wrapped.event == 19 and "wrapped" in wrapped.message
+    only = navigation.oom(dev, 19, True)  # on the only OOM: it comes back to it
+    assert only.event == 19 and only.message == "OOM 1 of 1 (the only one)"
     assert navigation.along_life(dev, 3, True).event == 14
     assert navigation.along_life(dev, 15, False).event == 14
     assert "still live" in navigation.along_life(dev, 17, True).message

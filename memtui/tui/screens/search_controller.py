@@ -73,14 +73,15 @@ class SearchController:
         if result is None or not len(result.events):
             self.host.status.say("no search results: / searches", warning=True)
             return
-        target, wrapped = navigation.next_in(result.events, self.host.cursor, forward)
+        left = self.host.cursor
+        target, wrapped = navigation.next_in(result.events, left, forward)
         if target is None:
             return
         self.host.go_to(target)
         if announce:
             pos = int((result.events <= target).sum())
             self.host.status.say(f"match {pos:,} of {len(result.events):,} for {result.query}"
-                                 + (" (wrapped)" if wrapped else ""))
+                                 + navigation.going_round(wrapped, target, left))
 
     def follow_site(self, scope: Site) -> None:
         """An analysis's call site took the log: n/N step through its allocations."""

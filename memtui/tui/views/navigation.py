@@ -38,6 +38,17 @@ def next_in(indices: np.ndarray, i: int, forward: bool, wrap: bool = True) -> tu
     return (int(indices[-1]), True) if wrap else (None, False)
 
 
+def going_round(wrapped: bool, target: int, i: int, at_end: bool = False) -> str:
+    """What a jump's message adds when it went round the trace: " (wrapped)", or " (the only
+    one)" when it came back to the event it left (a single match); nothing when it started
+    from the end it went round (going round is then what was asked)."""
+    if not wrapped:
+        return ""
+    if target == i:
+        return " (the only one)"
+    return "" if at_end else " (wrapped)"
+
+
 def oom(device: DeviceModel, i: int, forward: bool) -> Jump:
     ooms = device.oom_indices()
     if not len(ooms):
@@ -46,7 +57,7 @@ def oom(device: DeviceModel, i: int, forward: bool) -> Jump:
     which = f"OOM {int(np.searchsorted(ooms, target)) + 1} of {len(ooms)}"
     # Starting from either end of the trace, going round is what the user asked for.
     at_end = i >= len(device.trace) - 1 if forward else i <= 0
-    return Jump(target, which + (" (wrapped)" if wrapped and not at_end else ""))
+    return Jump(target, which + going_round(wrapped, target, i, at_end))
 
 
 def same_address(device: DeviceModel, i: int, forward: bool) -> Jump:
