@@ -58,7 +58,10 @@ def fits_in(s: Scenario) -> str:
     return f"{format_bytes(s.min_cap_bytes)} (also {format_bytes(s.min_cap_lowest_bytes)}, not between)"
 
 
-def text_lines(w: WhatIf) -> list[str]:
+def header_lines(w: WhatIf) -> list[str]:
+    """The advice, then what the replays start from: the recorded settings and peak, the
+    limit, where the trace starts, and how exactly the model reproduces the recording. The
+    command and the explorer's What if screen both open with these lines."""
     f = format_bytes
     lines = [w.advice, ""]
     oom = f", OOM at event {w.recorded_oom:,}" if w.recorded_oom is not None else ""
@@ -80,6 +83,16 @@ def text_lines(w: WhatIf) -> list[str]:
         lines.append(f"fidelity: NOT exact: {fid.matched:,} of {fid.segment_events:,} segment events reproduced;"
                      f" first difference at event {d.get('event')}: recorded {d.get('recorded')}, simulated"
                      f" {d.get('simulated')}. The predictions below are not certain.")
+    return lines
+
+
+AFTER_THE_OOM = ("The recording ends at its OOM or goes on without that request: what a setting that serves it"
+                 " would meet next is not recorded.")
+
+
+def text_lines(w: WhatIf) -> list[str]:
+    f = format_bytes
+    lines = header_lines(w)
     lines.append("")
     width = max([44] + [len(s.settings or "default") + 11 for s in w.scenarios])
     header = f"{'settings':{width}} {'reserved peak':>14} {'runs out at':>12} {'recorded OOM':>13} {'fits in':>11}" \
@@ -105,6 +118,5 @@ def text_lines(w: WhatIf) -> list[str]:
                          " cache at other moments, and the layout that follows can fit where a higher cap's does not")
     if w.recorded_oom is not None:
         lines.append("")
-        lines.append("The recording ends at its OOM or goes on without that request: what a setting that serves it"
-                     " would meet next is not recorded.")
+        lines.append(AFTER_THE_OOM)
     return lines

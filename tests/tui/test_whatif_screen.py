@@ -40,3 +40,18 @@ async def test_w_lists_the_settings_and_enter_shows_the_simulated_layout():
         await wait_for(pilot, lambda: sim.query_one(SegmentMap).state.index < result.recorded_oom, "a step back")
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, SimulatedScreen), "the table again")
+
+
+def test_the_screen_opens_with_the_commands_lines_and_a_missing_limit_reads_none():
+    from memtui.analysis.whatif import what_if
+    from memtui.services.whatif import header_lines, text_lines
+    from memtui.tui.screens.whatif_report import WhatIfReportScreen
+
+    for path in (PATH, SAMPLES / "train_linear_adam.pickle.xz"):
+        snapshot = open_snapshot(path)
+        result = what_if(snapshot, 0, workers=1)
+        text, _ = WhatIfReportScreen(None).present(result)  # type: ignore[arg-type]
+        head = header_lines(result)
+        assert text.splitlines()[:len(head)] == head == text_lines(result)[:len(head)]
+        if result.limit.bytes is None:
+            assert any(line.startswith("limit: none:") for line in head) and "(none)" not in text

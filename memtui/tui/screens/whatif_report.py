@@ -11,7 +11,7 @@ from __future__ import annotations
 from textual.widgets import DataTable
 
 from memtui.analysis.whatif import WhatIf, what_if
-from memtui.services.whatif import fits_in
+from memtui.services.whatif import AFTER_THE_OOM, fits_in, header_lines
 from memtui.tui.screens.analysis_base import AnalysisScreen, Row
 from memtui.tui.views.device_view import DeviceView
 from memtui.units import format_bytes
@@ -31,28 +31,9 @@ class WhatIfReportScreen(AnalysisScreen):
 
     def present(self, result: WhatIf) -> tuple[str, list[Row]]:
         f = format_bytes
-        lines = [result.advice, ""]
-        oom = f", OOM at event {result.recorded_oom:,}" if result.recorded_oom is not None else ""
-        lines.append(f"recorded with {result.recorded_settings or 'default'}: reserved peak"
-                     f" {f(result.recorded_peak)}{oom}")
-        limit = result.limit
-        lines.append(f"limit: {f(limit.bytes) if limit.bytes is not None else 'none'} ({limit.source})"
-                     + (f": {limit.note}" if limit.note else ""))
-        if result.starts_mid_run:
-            lines.append("the trace starts mid-run: the replays start from the recorded layout at its first event")
-        fid = result.fidelity
-        if not fid.checked:
-            lines.append(f"fidelity: not checked ({fid.note}): the figures are the model's alone")
-        elif fid.exact:
-            lines.append(f"fidelity: exact: under the recorded settings the model reproduces all"
-                         f" {fid.segment_events:,} segment events")
-        else:
-            d = fid.first_difference or {}
-            lines.append(f"fidelity: NOT exact ({fid.matched:,} of {fid.segment_events:,} segment events); first"
-                         f" difference at event {d.get('event')}: recorded {d.get('recorded')}, simulated"
-                         f" {d.get('simulated')}. Not certain.")
+        lines = header_lines(result)  # as the command opens
         if result.recorded_oom is not None:
-            lines.append("What comes after the recorded OOM is not recorded.")
+            lines.append(AFTER_THE_OOM)
         rows: list[Row] = []
         for s in result.scenarios:
             passes = {None: "-", True: "served", False: "not served"}[s.passes_recorded_oom]
