@@ -230,3 +230,22 @@ async def test_export_turned_off_says_how_to_turn_it_on(tmp_path, monkeypatch):
         assert not isinstance(app.screen, ExportDialog)
         assert "--export-dir DIR" in str(screen.status.render())
     assert list(tmp_path.iterdir()) == []
+
+
+async def test_the_export_dialogs_words_wrap_at_80_columns(tmp_path, monkeypatch):
+    from textual.widgets import Label
+
+    monkeypatch.chdir(tmp_path)
+    app = make_app(tiny_path())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(app, pilot)
+        await pilot.press("x")
+        await pilot.pause()
+        dialog = app.screen
+        assert isinstance(dialog, ExportDialog)
+        box = dialog.query_one("#export-box").content_region
+        for label in (dialog.query_one("#export-what", Label), dialog.query_one("#export-message", Label)):
+            # every label inside the box, its whole text on the lines it takes
+            assert label.region.right <= box.right, (label.id, label.region, box)
+            words = str(label.render()).split()
+            assert label.region.height * label.region.width >= sum(len(w) + 1 for w in words) - 1, label.id

@@ -77,6 +77,8 @@ class ExportDialog(ModalScreen[ExportResult | None]):
         padding: 0 1;
         background: $surface;
     }
+    /* Labels wrap in the box rather than being cut at its edge (80 columns). */
+    ExportDialog Label { width: 100%; }
     ExportDialog #export-path { margin: 1 0 0 0; }
     ExportDialog #export-message { color: $text-muted; margin: 1 0 0 0; }
     ExportDialog #export-message.-warning { color: $warning; text-style: bold; }
