@@ -20,24 +20,14 @@ import numpy as np
 from memtui.analysis.attribution import AUTOGRAD_SITE
 from memtui.analysis.callsites import CallSites, group_by_site
 from memtui.analysis.categories import VIA_BACKWARD_CALL, CategoryTable
-from memtui.errors import UsageError
+from memtui.analysis.moments import Moment
 from memtui.model import DeviceModel, Snapshot
 from memtui.model.lifetimes import NONE
 from memtui.model.relevance import is_native_frame, short_native_name
 from memtui.model.segments import ALLOCATED, PENDING_FREE
-from memtui.model.snapshot import NOT_REPLAYED
 from memtui.replay import AllocatorState
 
 BACKWARD_PREFIX = "(backward) "
-
-
-@dataclass
-class Moment:
-    event: int  # the event the moment is after (-1: no trace event, the snapshot's own state)
-    name: str  # what was asked for: "peak", "end", "oom", "step 3", "event"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"event": self.event, "moment": self.name}
 
 
 @dataclass
@@ -224,62 +214,6 @@ def _short_frame(frame: dict[str, Any]) -> str:
     if is_native_frame(filename):
         return f"{short_native_name(name)} [C++]"
     return f"{filename.replace(chr(92), '/').rsplit('/', 1)[-1]}:{frame['line']} {name}"
-
-
-def resolve_moment(snapshot: Snapshot, dev: DeviceModel, at: str, curve: np.ndarray) -> Moment:
-    """The event ``at`` names: ``peak`` (allocated), ``end``, ``oom`` (the first; ``oom:N``
-    the N-th), ``step:N`` (the N-th step marker, ``step:last``), or an event number."""
-    n = len(dev.trace)
-    text = at.strip().lower()
-    if not n:
-        if text in ("end", "peak"):
-            return Moment(-1, text)
-        raise UsageError(f"--at {at}: this device has no trace events; only 'end' (the snapshot's state) exists")
-    if dev.partial_trace:
-        if text in ("end", "peak"):  # the file's own state, the source's end: its curve is that throughout
-            return Moment(-1, "end")
-        raise UsageError(f"--at {at}: {NOT_REPLAYED}; open the source snapshot for other moments")
-    if text == "end":
-        return Moment(n - 1, "end")
-    if text == "peak":
-        return Moment(int(np.argmax(curve)), "peak")
-    if text == "oom" or text.startswith("oom:"):
-        ooms = dev.oom_indices()
-        k = _ordinal(text[4:], len(ooms), at) if ":" in text else 1
-        if not len(ooms):
-            raise UsageError("--at oom: no OOM in this device's trace")
-        return Moment(int(ooms[k - 1]), f"oom {k}" if ":" in text else "oom")
-    if text.startswith("step:"):
-        from memtui.analysis.steps import step_boundaries
-
-        found = step_boundaries(snapshot, dev)
-        if found is None:
-            raise UsageError(f"--at {at}: no step markers or repeated annotations in this trace")
-        k = _ordinal(text[5:], len(found[1]), at)
-        return Moment(int(found[1][k - 1]), f"step {k}")
-    try:
-        shown = int(text.replace(",", "").replace("_", ""))
-    except ValueError:
-        raise UsageError(f"--at {at}: say peak, end, oom, step:N or an event number") from None
-    row = dev.row_of_shown_index(shown)
-    if row is None:
-        raise UsageError(f"--at {at}: no event {shown:,} on device {dev.device} (it has {n:,})")
-    return Moment(row, "event")
-
-
-def _ordinal(text: str, count: int, at: str) -> int:
-    if text in ("last", "-1"):
-        if not count:
-            raise UsageError(f"--at {at}: there is none")
-        return count
-    try:
-        k = int(text)
-    except ValueError:
-        raise UsageError(f"--at {at}: a number or 'last' after the colon") from None
-    if not 1 <= k <= count:
-        there = "there is only 1" if count == 1 else f"there are {count} (1 to {count})"
-        raise UsageError(f"--at {at}: {there}")
-    return k
 
 
 @dataclass

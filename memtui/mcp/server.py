@@ -273,7 +273,7 @@ def _tool(server: _Server, spec: AnalysisSpec):
 def parameter_type(opt: Option) -> Any:
     """An option as a typed, bounded, described tool parameter."""
     kind: Any = {"int": int, "float": float, "str": str, "bool": bool, "text_list": list[str]}.get(opt.kind)
-    if opt.kind == "size":
+    if opt.kind in ("size", "moment"):
         kind = int | str
     elif opt.kind == "choice":
         kind = Literal[opt.choices]

@@ -9,12 +9,10 @@ import numpy as np
 
 from memtui.analysis.breakdown import (
     Breakdown,
-    Moment,
     StepPeak,
     breakdown,
     category_values_at,
     live_from_spans,
-    resolve_moment,
     step_peaks,
     unknown_note,
 )
@@ -23,6 +21,7 @@ from memtui.analysis.categories import CategoryTable, categorize
 from memtui.analysis.category_rules import CategoryRules, load_rules
 from memtui.analysis.live import allocated_curve, reserved_curve
 from memtui.analysis.live_tree import TreeNode, format_tree, live_tree
+from memtui.analysis.moments import Moment, resolve_moment
 from memtui.model import DeviceModel, Snapshot
 from memtui.model.snapshot import SOURCE_END
 from memtui.report.sections import Lines, Report
@@ -40,7 +39,7 @@ Steps = tuple[str, list[tuple[StepPeak, "StepBreakdown"]]]
 @dataclass(frozen=True)
 class BreakdownOptions:
     at: str = option("peak", "the moment: peak (allocated, the default), end, oom (oom:N), step:N (step:last) or a "
-                             "trace event number", kind="str", metavar="WHEN")
+                             "trace event number", kind="moment", metavar="WHEN")
     device: int | None = device_option()
     by: str = option("category", "category: each category with its top call sites (default); site: the top call "
                                  "sites with their category mix; both; tree: the live set as a call tree",
@@ -100,7 +99,7 @@ def breakdown_at(snapshot: Snapshot, options: BreakdownOptions) -> BreakdownResu
     rules = load_rules(options.categories)
     dev = snapshot.devices[device_index(snapshot, options.device)]
     calculator = BreakdownReport(snapshot, dev, rules, options.depth)
-    moment = resolve_moment(snapshot, dev, options.at, calculator.curve)
+    moment = resolve_moment(snapshot, dev, options.at, lambda: calculator.curve)
     result = calculator.at(moment, options.top)
     if options.steps:
         over_time(dev, "--steps")

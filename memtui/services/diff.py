@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from memtui.analysis.diff import MemoryDiff, MemoryView, diff_views, view_at_end, view_at_event
-from memtui.errors import UsageError
+from memtui.analysis.live import allocated_curve
+from memtui.analysis.moments import MOMENT_WORDS, resolve_moment
 from memtui.model import Snapshot
-from memtui.model.snapshot import NOT_REPLAYED
 from memtui.report.diff import diff_report
 from memtui.report.sections import Report
 from memtui.services.common import depth_option, device_index, top_option
@@ -21,9 +21,9 @@ class DiffOptions:
                                 optional=True)
     device_a: int | None = option(None, "device of the first side", optional=True)
     device_b: int | None = option(None, "device of the second side", optional=True)
-    at_a: int | None = option(None, "replay the first side to just after this trace event instead of the "
-                                    "snapshot's end state", optional=True, metavar="EVENT")
-    at_b: int | None = option(None, "the same for the second side", optional=True, metavar="EVENT")
+    at_a: str | None = option(None, "replay the first side to just after this moment instead of the snapshot's end"
+                                    f" state: {MOMENT_WORDS}", kind="moment", optional=True, metavar="WHEN")
+    at_b: str | None = option(None, "the same for the second side", kind="moment", optional=True, metavar="WHEN")
     top: int = top_option(30, "changed call sites to list, the largest growth and the largest shrink (default 30)")
     include_unchanged: bool = option(False, "list unchanged call sites too", kind="bool", flag="--all")
     depth: int = depth_option()
@@ -42,8 +42,8 @@ class DiffResult:
 
 
 def diff(a: Snapshot, b: Snapshot, options: DiffOptions) -> DiffResult:
-    view_a = side(a, _pick(options.device_a, options.device), options.at_a, options.depth)
-    view_b = side(b, _pick(options.device_b, options.device), options.at_b, options.depth)
+    view_a = side(a, _pick(options.device_a, options.device), options.at_a, options.depth, "--at-a")
+    view_b = side(b, _pick(options.device_b, options.device), options.at_b, options.depth, "--at-b")
     return DiffResult(diff_views(view_a, view_b), options)
 
 
@@ -51,14 +51,11 @@ def _pick(specific: int | None, both: int | None) -> int | None:
     return specific if specific is not None else both
 
 
-def side(snapshot: Snapshot, device: int | None, at: int | None, depth: int) -> MemoryView:
+def side(snapshot: Snapshot, device: int | None, at: str | int | None, depth: int, flag: str) -> MemoryView:
     dev = snapshot.devices[device_index(snapshot, device)]
     if at is None:
         return view_at_end(snapshot, dev, depth)
-    n = len(dev.trace)
-    if dev.partial_trace:
-        raise UsageError(f"{snapshot.name} device {dev.device}: {NOT_REPLAYED}; compare its end, or the source's"
-                         " events")
-    if not 0 <= at < n:
-        raise UsageError(f"{snapshot.name} device {dev.device}: no event {at} (the trace has {n:,} events)")
-    return view_at_event(snapshot, dev, at, depth)
+    moment = resolve_moment(snapshot, dev, str(at), lambda: allocated_curve(dev), flag)
+    if moment.event < 0:  # no trace event to replay to: the snapshot's own state
+        return view_at_end(snapshot, dev, depth)
+    return view_at_event(snapshot, dev, moment.event, depth)

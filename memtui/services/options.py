@@ -16,7 +16,8 @@ from typing import Any, Literal
 from memtui.errors import UsageError
 from memtui.units import parse_size
 
-Kind = Literal["int", "float", "str", "bool", "size", "choice", "text_list"]
+# "moment": a moment of a trace (memtui/analysis/moments.py), as text or an event number.
+Kind = Literal["int", "float", "str", "bool", "size", "choice", "text_list", "moment"]
 FrontEnd = Literal["cli", "mcp"]
 EVERY_FRONT_END: tuple[FrontEnd, ...] = ("cli", "mcp")
 
@@ -118,6 +119,11 @@ def check_value(opt: Option, value: Any) -> Any:
             raise OptionError(opt.name, f"must be {opt.bounds_text()}")
     elif opt.kind == "bool":
         value = bool(value)
+    elif opt.kind == "moment":
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        elif not isinstance(value, str):
+            raise OptionError(opt.name, f"is a moment (peak, end, oom, step:N or an event number), not {value!r}")
     elif opt.kind == "str" and not isinstance(value, str):
         raise OptionError(opt.name, f"is text, not {value!r}")
     elif opt.kind == "text_list":

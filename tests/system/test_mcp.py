@@ -277,6 +277,14 @@ def test_diff_snapshots_is_diff_json(client, capsys):
     assert without(answer_facts(data), "sites") == without(wanted, "sites")
     cut = data_of(client.call("diff_snapshots", {"a": a, "b": b, "top": 2}))
     assert len(cut["sites"]) == 2 and cut["truncated"] == (len(data["sites"]) > 2)
+    # a moment by its word or by its event number, as the command takes it
+    by_word = data_of(client.call("diff_snapshots", {"a": OOM, "b": OOM, "at_a": "oom", "max_chars": 10**6}),
+                      budget=10**6)
+    oom_event = by_word["a"]["index"]
+    by_number = data_of(client.call("diff_snapshots", {"a": OOM, "b": OOM, "at_a": oom_event, "max_chars": 10**6}),
+                        budget=10**6)
+    assert by_word == by_number
+    assert oom_event == cli_json(["breakdown", OOM, "--at", "oom"], capsys)["at"]["event"]
 
 
 @pytest.mark.skipif(not HAS_BREAKDOWN, reason="no breakdown command in this tree")

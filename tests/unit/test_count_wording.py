@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from memtui.analysis.breakdown import _ordinal
+from memtui.analysis.moments import _ordinal
 from memtui.analysis.ranks import _outlier_reasons
 from memtui.analysis.steps import StepPoints
 from memtui.errors import UsageError
@@ -18,9 +18,9 @@ from memtui.report.ranks import histogram_lines
 
 def test_one_of_each_is_singular():
     with pytest.raises(UsageError, match=r"--at oom:2: there is only 1$"):
-        _ordinal("2", 1, "oom:2")
+        _ordinal("2", 1, "--at oom:2")
     with pytest.raises(UsageError, match=r"there are 3 \(1 to 3\)"):
-        _ordinal("4", 3, "oom:4")
+        _ordinal("4", 3, "--at oom:4")
     rank = {"peak_allocated": 100, "ooms": []}
     assert _outlier_reasons(rank, rank, [{"site": "a"}]) == ["1 call site differs from the ranks' median"]
     two = _outlier_reasons(rank, rank, [{"site": "a"}, {"site": "b"}])

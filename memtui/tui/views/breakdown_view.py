@@ -12,11 +12,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memtui.analysis.breakdown import Breakdown, Moment, breakdown, category_values_at, live_from_state
+from memtui.analysis.breakdown import Breakdown, breakdown, category_values_at, live_from_state
 from memtui.analysis.callsites import CallSites
 from memtui.analysis.categories import CategoryTable, categorize
 from memtui.analysis.category_rules import CategoryRules
 from memtui.analysis.live_tree import TreeNode, live_tree
+from memtui.analysis.moments import Moment
 from memtui.tui.views.device_view import DeviceView
 
 

@@ -13,7 +13,7 @@ from memtui.analysis.leaks import find_leaks
 from memtui.analysis.ranks import summarize_snapshot
 from memtui.cli import main
 from memtui.commands import _common
-from tests.conftest import SHARED, sample_files, shared_params
+from tests.conftest import SAMPLES, SHARED, sample_files, shared_params
 from tests.conftest import SHARED as SHARED_DIR
 from tests.fixtures.opened import cached
 
@@ -91,7 +91,7 @@ def test_diff_between_events_and_bad_event(capsys):
     out = json.loads(run(["diff", path, path, "--at-a", "83", "--at-b", "163", "--json"], capsys))
     assert out["delta_allocated"] == -(640 << 20)
     assert main(["diff", path, path, "--at-a", "999999"]) == 2
-    assert "no event 999999" in capsys.readouterr().err
+    assert "--at-a 999999: no event 999,999" in capsys.readouterr().err
 
 
 @pytest.mark.shared
@@ -154,3 +154,17 @@ def test_diff_tui_flag_opens_the_diff_screen(monkeypatch, capsys):
     assert main(["diff", path, path, "--tui"]) == 0
     assert len(shown) == 1 and capsys.readouterr().out == ""
     assert main(["diff", path, path, "--tui", "--json"]) == 2
+
+
+def test_diff_takes_the_moments_breakdown_takes(capsys):
+    # --at-a/--at-b read a moment as breakdown --at does (memtui/analysis/moments.py): peak,
+    # end, oom, step:N or an event number, and refuse anything else in one line naming the flag.
+    path = str(SAMPLES / "oom_training.pickle.xz")
+    for word in ("oom", "peak", "end", "step:last"):
+        moment = json.loads(run(["breakdown", path, "--at", word, "--json"], capsys))["at"]["event"]
+        by_word = json.loads(run(["diff", path, path, "--at-a", word, "--json"], capsys))
+        by_number = json.loads(run(["diff", path, path, "--at-a", str(moment), "--json"], capsys))
+        assert by_word["a"]["index"] == moment and by_word == by_number, word
+    assert main(["diff", path, path, "--at-b", "nonsense"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--at-b nonsense: say peak, end, oom" in err
