@@ -15,6 +15,7 @@ from memtui.commands._arguments import cache_options
 from memtui.errors import printable
 from memtui.model import Snapshot
 from memtui.open import open_snapshot
+from memtui.services.common import model_notes
 
 
 def load(path: str, cache: ModelCache | None, warnings_listed: bool = False) -> Snapshot:
@@ -24,11 +25,8 @@ def load(path: str, cache: ModelCache | None, warnings_listed: bool = False) -> 
     number), one line on stderr says so and points to ``memtui check``, which lists them
     (``warnings_listed``: the command lists them itself)."""
     snapshot = open_snapshot(path, progress=StderrProgress() if sys.stderr.isatty() else None, cache=cache)
-    if snapshot.load_notice:
-        print(f"memtui: note: {printable(snapshot.load_notice)}", file=sys.stderr)
-    if snapshot.replaced_values_note and not warnings_listed:
-        print(f"memtui: note: {snapshot.replaced_values_note}: figures may rest on them;"
-              f" memtui check {printable(path)} lists them", file=sys.stderr)
+    for note in model_notes(snapshot, path, replaced=not warnings_listed):
+        print(f"memtui: note: {printable(note)}", file=sys.stderr)
     return snapshot
 
 

@@ -25,6 +25,7 @@ from memtui.report.oom import explain
 from memtui.report.ranks import shortened
 from memtui.report.text import text_lines
 from memtui.services import events, stack, top
+from memtui.services.common import model_notes
 from memtui.services.info import summarize
 from memtui.services.options import check_value, checked
 from memtui.services.spec import AnalysisSpec
@@ -399,4 +400,12 @@ ANSWERS = {"info": snapshot_info, "top": top_allocations, "events": event_rows, 
 
 
 def answer(store: SnapshotStore, spec: AnalysisSpec, args: Args, progress: Progress = None) -> Answer:
-    return ANSWERS.get(spec.name, generic)(store, spec, args, progress)
+    found = ANSWERS.get(spec.name, generic)(store, spec, args, progress)
+    # What the command line says on stderr before its answer (the open's notice, values the
+    # model replaced), the agent reads first, and finds under "notes".
+    keys = {"snapshot": ("path",), "pair": ("a", "b")}.get(spec.subject, ())
+    notes = [note for key in keys for note in model_notes(store.open(args[key]), args[key],
+                                                          replaced=spec.name != "info")]  # info lists them
+    if not notes:
+        return found
+    return Answer("\n".join([f"note: {note}" for note in notes] + [found.summary]), {**found.data, "notes": notes})

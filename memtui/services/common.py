@@ -38,3 +38,13 @@ def over_time(dev: DeviceModel, what: str) -> DeviceModel:
     if dev.partial_trace:
         raise UsageError(f"{what}: {NOT_REPLAYED}; run it on the source snapshot")
     return dev
+
+
+def model_notes(snapshot: Snapshot, shown_path: str, replaced: bool = True) -> list[str]:
+    """What every front end says of a model before its answers: the open's own notice, and,
+    where the model replaced values it could not use (``replaced``: unless the caller lists
+    them itself), that figures may rest on them and which command lists them."""
+    notes = [snapshot.load_notice] if snapshot.load_notice else []
+    if replaced and snapshot.replaced_values_note:
+        notes.append(f"{snapshot.replaced_values_note}: figures may rest on them; memtui check {shown_path} lists them")
+    return notes

@@ -97,6 +97,9 @@ def extra_root(tmp_path_factory, outside) -> Path:
     (folder / "escape.pickle.xz").symlink_to(outside / "good.pickle.xz")
     (folder / "sample.pickle.xz").symlink_to(OOM)
     (folder / "fresh.pickle.xz").write_bytes(Path(OOM).read_bytes())  # loaded by the progress test alone
+    # an OOM request past 64 bits: the model reads its size as 0 and says it replaced a value
+    huge = [{"action": "oom", "addr": 0, "size": 2 ** 70, "stream": 0, "time_us": 1, "device_free": 5, "frames": []}]
+    (folder / "huge_request.pickle").write_bytes(pickle.dumps({"segments": [], "device_traces": [huge]}))
     return folder
 
 
@@ -379,3 +382,17 @@ def test_without_the_sdk_one_line_and_exit_2():
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "pip install 'memtui[mcp]'" in done.stderr
+
+
+def test_an_answer_from_a_file_with_replaced_values_says_so_first(client, extra_root):
+    # The command line says it on stderr before its answer; a tool says it in its first line.
+    path = str(extra_root / "huge_request.pickle")
+    for tool in ("explain_oom", "top_allocations", "leaks"):
+        data = data_of(client.call(tool, {"path": path}))
+        assert data["summary"][0].startswith("note: memtui replaced values in this file (1 warning)"), tool
+        assert data["notes"] == [f"memtui replaced values in this file (1 warning): figures may rest on them;"
+                                 f" memtui check {path} lists them"]
+    info = data_of(client.call("snapshot_info", {"path": path}))  # lists the warnings itself
+    assert "notes" not in info and any(line.startswith("warning:") for line in info["summary"])
+    clean = data_of(client.call("explain_oom", {"path": OOM}))
+    assert "notes" not in clean and not clean["summary"][0].startswith("note:")
