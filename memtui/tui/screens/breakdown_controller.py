@@ -11,12 +11,19 @@ that a cursor move costs one sum over the live set the explorer has already repl
 
 from __future__ import annotations
 
-from memtui.analysis.category_rules import CategoryRules, load_rules
+import sys
+from typing import TYPE_CHECKING
+
 from memtui.errors import MemtuiError
 from memtui.tui.messages import BreakdownReady
-from memtui.tui.views.breakdown_view import DeviceBreakdown, build_device_breakdown
-from memtui.tui.widgets.breakdown_pane import BreakdownPane
 from memtui.tui.widgets.timeline import Timeline
+
+# The categories, their rules and their pane are imported when b, B or T first asks for them:
+# 20 ms of the explorer's start that its first screen does not use.
+if TYPE_CHECKING:
+    from memtui.analysis.category_rules import CategoryRules
+    from memtui.tui.views.breakdown_view import DeviceBreakdown
+    from memtui.tui.widgets.breakdown_pane import BreakdownPane
 
 
 class BreakdownController:
@@ -66,6 +73,9 @@ class BreakdownController:
 
     def _decide(self, view) -> None:
         """In a worker thread: the categories of ``view``'s device, posted to the screen."""
+        from memtui.analysis.category_rules import CategoryRules, load_rules
+        from memtui.tui.views.breakdown_view import build_device_breakdown
+
         try:
             if self._category_rules is None:
                 self._category_rules = load_rules(None)
@@ -134,10 +144,16 @@ class BreakdownController:
 
     # -- the pane ------------------------------------------------------------------------------------
     def _breakdown_pane(self) -> BreakdownPane | None:
+        if "memtui.tui.widgets.breakdown_pane" not in sys.modules:
+            return None  # never opened: no pane to find
+        from memtui.tui.widgets.breakdown_pane import BreakdownPane
+
         found = self.screen.query(BreakdownPane)
         return found.first() if found else None
 
     def _open_breakdown_pane(self) -> None:
+        from memtui.tui.widgets.breakdown_pane import BreakdownPane
+
         pane = BreakdownPane(id="breakdown")
         pane.border_title = "By category"
         inspector = self.screen.inspector

@@ -11,7 +11,6 @@ from collections.abc import Callable
 
 from textual.worker import get_current_worker
 
-from memtui.query import FilterError
 from memtui.tui.messages import FilterDone
 from memtui.tui.screens.host import ExplorerHost
 from memtui.tui.views.log_scope import ALL, Site, filter_scope
@@ -70,6 +69,8 @@ class FilterController:
         self.host.run_worker(lambda: self._compute(text, device), thread=True, exclusive=True, group="filter")
 
     def _compute(self, text: str, device: int) -> None:
+        from memtui.query import FilterError
+
         worker = get_current_worker()
         try:
             scope = filter_scope(self.host.snapshot, device, text)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from functools import partial
+from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
@@ -43,7 +44,6 @@ from memtui.tui.views.key_table import (
     key_label,
 )
 from memtui.tui.views.log_scope import ALL, Filter, LogScope, Site
-from memtui.tui.widgets.breakdown_pane import BreakdownPane
 from memtui.tui.widgets.event_log import EventLog
 from memtui.tui.widgets.filter_bar import FilterBar
 from memtui.tui.widgets.key_footer import KeyFooter
@@ -55,6 +55,9 @@ from memtui.tui.widgets.summary_bar import SummaryBar
 from memtui.tui.widgets.timeline import Timeline
 from memtui.tui.workers import thread_work
 from memtui.units import format_bytes, plural
+
+if TYPE_CHECKING:  # the categories' pane comes with b: its module is imported then
+    from memtui.tui.widgets.breakdown_pane import BreakdownPane
 
 # (key, action, description, shown in the footer); the palette offers the same actions.
 SCREEN_KEYS = [

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from memtui.model import Snapshot
-from memtui.query import compile_filter
 
 
 @dataclass(frozen=True, eq=False)
@@ -73,6 +72,8 @@ ALL = All()
 
 def filter_scope(snapshot: Snapshot, device: int, text: str) -> Filter:
     """The events of ``device`` matching ``text``; raises :class:`memtui.query.FilterError`."""
+    from memtui.query import compile_filter  # (the filter language: imported when first used)
+
     rows = compile_filter(text).indices(snapshot, device)
     dev = snapshot.devices[device]
     matched = np.zeros(len(dev.lives) + 1, bool)

@@ -7,14 +7,18 @@ allocation, then the largest call sites of each category.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.style import Style
 from textual.binding import Binding
 from textual.message import Message
 
-from memtui.analysis.breakdown import Breakdown
 from memtui.tui.views.stacked_plot import CATEGORY_COLOURS, category_css
 from memtui.tui.widgets.styled_lines import StyledLines
 from memtui.units import format_bytes
+
+if TYPE_CHECKING:
+    from memtui.analysis.breakdown import Breakdown
 
 # A line is a list of (text, style); a style is a component class suffix or ("category", k).
 _STYLES = ("title", "muted", "value", "site")
