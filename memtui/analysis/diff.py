@@ -66,8 +66,9 @@ def view_at_end(snapshot: Snapshot, dev: DeviceModel, depth: int = 1) -> MemoryV
 
 
 def view_at_event(snapshot: Snapshot, dev: DeviceModel, index: int, depth: int = 1,
-                  replayer: Replayer | None = None) -> MemoryView:
-    """The device replayed to just after event ``index``."""
+                  replayer: Replayer | None = None, moment: str = "") -> MemoryView:
+    """The device replayed to just after event ``index``; ``moment``: what the user named it
+    by (``oom``, ``step 3``), said beside the event's number."""
     sites = CallSites(snapshot.stacks, depth)
     state = (replayer or Replayer(dev)).state_at(index)
     allocated = state.blk_state == ALLOCATED
@@ -89,6 +90,8 @@ def view_at_event(snapshot: Snapshot, dev: DeviceModel, index: int, depth: int =
     for b in np.nonzero(allocated & (state.blk_segment != NONE))[0]:
         pools[seg_names[int(state.blk_segment[b])]].allocated += int(state.blk_size[b])
     at = f"@ event {dev.shown_index(state.index)}" if state.index >= 0 else "before its first event"
+    if moment and state.index >= 0:
+        at = f"@ {moment} (event {dev.shown_index(state.index)})"
     return _view(f"{snapshot.name} device {dev.device} {at}", dev.device, state.index, sites,
                  sites.of_stacks(stacks[allocated]), state.blk_size[allocated], pools)
 

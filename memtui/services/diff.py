@@ -58,4 +58,4 @@ def side(snapshot: Snapshot, device: int | None, at: str | int | None, depth: in
     moment = resolve_moment(snapshot, dev, str(at), lambda: allocated_curve(dev), flag)
     if moment.event < 0:  # no trace event to replay to: the snapshot's own state
         return view_at_end(snapshot, dev, depth)
-    return view_at_event(snapshot, dev, moment.event, depth)
+    return view_at_event(snapshot, dev, moment.event, depth, moment=moment.name if moment.name != "event" else "")

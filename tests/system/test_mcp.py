@@ -286,6 +286,10 @@ def test_diff_snapshots_is_diff_json(client, capsys):
     oom_event = by_word["a"]["index"]
     by_number = data_of(client.call("diff_snapshots", {"a": OOM, "b": OOM, "at_a": oom_event, "max_chars": 10**6}),
                         budget=10**6)
+    assert by_word["a"].pop("name").endswith(f"@ oom (event {oom_event})")
+    assert by_number["a"].pop("name").endswith(f"@ event {oom_event}")
+    assert by_word.pop("summary")[0].startswith(f"A: oom_training.pickle.xz device 0 @ oom (event {oom_event})")
+    by_number.pop("summary")
     assert by_word == by_number
     assert oom_event == cli_json(["breakdown", OOM, "--at", "oom"], capsys)["at"]["event"]
 

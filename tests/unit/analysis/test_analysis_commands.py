@@ -164,7 +164,10 @@ def test_diff_takes_the_moments_breakdown_takes(capsys):
         moment = json.loads(run(["breakdown", path, "--at", word, "--json"], capsys))["at"]["event"]
         by_word = json.loads(run(["diff", path, path, "--at-a", word, "--json"], capsys))
         by_number = json.loads(run(["diff", path, path, "--at-a", str(moment), "--json"], capsys))
-        assert by_word["a"]["index"] == moment and by_word == by_number, word
+        assert by_word["a"]["index"] == moment, word
+        named = by_word["a"].pop("name")
+        assert named.endswith(f"(event {moment})") and by_number["a"].pop("name").endswith(f"@ event {moment}"), named
+        assert by_word == by_number, word
     assert main(["diff", path, path, "--at-b", "nonsense"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--at-b nonsense: say peak, end, oom" in err
