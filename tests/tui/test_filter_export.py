@@ -25,6 +25,14 @@ async def apply_filter(app, pilot, text: str, typed: bool = False) -> None:
     await settle(app, pilot)
 
 
+async def export_dialog(app, pilot) -> ExportDialog:
+    """x, and the export dialog it opens."""
+    await pilot.press("x")
+    await pilot.pause()
+    assert isinstance(app.screen, ExportDialog)
+    return app.screen
+
+
 async def test_filter_narrows_the_log_and_esc_clears_it():
     snapshot = loaded(str(tiny_path()))
     expected = compile_filter("action:alloc size>=2MiB").indices(snapshot, 0)
@@ -93,10 +101,7 @@ async def test_export_dialog_writes_the_filtered_view(tmp_path, monkeypatch):
         screen = await ready(app, pilot)
         await apply_filter(app, pilot, "action:alloc")
         rows = screen.event_log.visible_rows().copy()
-        await pilot.press("x")
-        await pilot.pause()
-        dialog = app.screen
-        assert isinstance(dialog, ExportDialog)
+        dialog = await export_dialog(app, pilot)
         assert "matching action:alloc" in str(dialog.query_one("#export-what").render())
         written = tmp_path / dialog.query_one("#export-path").value
         assert written.name == "tiny_oom.dev0.filtered.msgpack"
@@ -115,9 +120,7 @@ async def test_export_dialog_confirms_overwrite_and_escape_cancels(tmp_path, mon
     app = make_app(tiny_path())
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(app, pilot)
-        await pilot.press("x")
-        await pilot.pause()
-        dialog = app.screen
+        dialog = await export_dialog(app, pilot)
         path_input = dialog.query_one("#export-path")
         target = tmp_path / "taken.msgpack"
         target.write_bytes(b"keep")
@@ -132,9 +135,7 @@ async def test_export_dialog_confirms_overwrite_and_escape_cancels(tmp_path, mon
         assert app.screen is not dialog
         assert target.read_bytes()[1:].startswith(b"\xa6format\xa6memtui")  # a msgpack map, format first
         # Escape cancels without writing anything.
-        await pilot.press("x")
-        await pilot.pause()
-        assert isinstance(app.screen, ExportDialog)
+        await export_dialog(app, pilot)
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, ExportDialog)
@@ -200,9 +201,7 @@ async def test_a_served_session_exports_only_inside_its_folder(tmp_path, monkeyp
     app = make_app(tiny_path(), export_place=ExportPlace.inside(str(folder)))
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(app, pilot)
-        await pilot.press("x")
-        await pilot.pause()
-        dialog = app.screen
+        dialog = await export_dialog(app, pilot)
         path_input = dialog.query_one("#export-path")
         assert path_input.value == str(folder / "tiny_oom.dev0.msgpack")
         for escape in ("../x.msgpack", str(tmp_path / "x.msgpack"), "../outside/x.msgpack"):
@@ -239,10 +238,7 @@ async def test_the_export_dialogs_words_wrap_at_80_columns(tmp_path, monkeypatch
     app = make_app(tiny_path())
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(app, pilot)
-        await pilot.press("x")
-        await pilot.pause()
-        dialog = app.screen
-        assert isinstance(dialog, ExportDialog)
+        dialog = await export_dialog(app, pilot)
         box = dialog.query_one("#export-box").content_region
         for label in (dialog.query_one("#export-what", Label), dialog.query_one("#export-message", Label)):
             # every label inside the box, its whole text on the lines it takes
