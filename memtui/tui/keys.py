@@ -24,12 +24,14 @@ def _rows(bindings: list) -> list[tuple[str, str]]:
 
 def key_reference() -> list[tuple[str, list[tuple[str, str]]]]:
     """(section, [(keys, what they do)]) for every key of the explorer."""
+    from memtui.tui.screens.analysis_base import ReportTable
     from memtui.tui.screens.breakdown import BreakdownScreen
     from memtui.tui.screens.detail import DetailScreen
     from memtui.tui.screens.live import LiveScreen
     from memtui.tui.screens.main import SCREEN_KEYS
     from memtui.tui.widgets.breakdown_pane import BreakdownPane
     from memtui.tui.widgets.call_tree import CallTree
+    from memtui.tui.widgets.choice_list import ChoiceList
     from memtui.tui.widgets.event_log import EventLog
     from memtui.tui.widgets.segment_map import SegmentMap
     from memtui.tui.widgets.stack_inspector import StackInspector
@@ -47,6 +49,9 @@ def key_reference() -> list[tuple[str, list[tuple[str, str]]]]:
         ("Breakdown pane (b)", _rows(BreakdownPane.BINDINGS)),
         ("Breakdown screen (B)", _rows(BreakdownScreen.BINDINGS)),
         ("Call tree", _rows(CallTree.BINDINGS)),
+        ("Analysis screens' tables (L, W, C, D...)", _rows(ReportTable.BINDINGS)
+         + [("Enter", "The row's events (see the screen's hint)"), ("Esc", "Close")]),
+        ("Lists to pick from (an address's allocations, jobs)", _rows(ChoiceList.BINDINGS) + [("Esc", "Close")]),
         ("memtui watch (docs/watch.md)", _rows(LiveScreen.BINDINGS)
          + _rows([WATCH_BACK_KEY])),
     ]

@@ -157,3 +157,20 @@ def test_sibling_rank_files(tmp_path):
         (tmp_path / name).write_bytes(b"")
     found = [p.rsplit("/", 1)[1] for p in sibling_rank_files(str(tmp_path / "s.rank1.pickle"))]
     assert found == ["s.rank0.pickle", "s.rank1.pickle", "s.rank12.pickle"]
+
+
+async def test_j_and_k_move_an_analysis_tables_cursor_as_the_arrows_do():
+    from tests.conftest import SAMPLES
+
+    snapshot = cached(str(SAMPLES / "oom_training.pickle.xz"))
+    app = MemtuiApp(lambda progress: snapshot, show_source=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_analysis(app, pilot, "L")
+        table = screen.query_one("#analysis-table")
+        assert table.row_count >= 2
+        table.focus()
+        table.move_cursor(row=0)
+        await pilot.press("j")
+        assert table.cursor_row == 1
+        await pilot.press("k")
+        assert table.cursor_row == 0

@@ -98,6 +98,9 @@ async def test_not_found_and_bare_address_listing():
         assert screen.event_log.cursor_event == 2
         await pilot.press("n")
         assert screen.event_log.cursor_event == 10
+        await search(app, pilot, "7f3a00400000")
+        await pilot.press("j", "k", "j", "enter")  # j and k pick as the arrows do: the second
+        assert screen.event_log.cursor_event == 10
 
 
 async def test_text_search_and_n_N():

@@ -68,8 +68,8 @@ class ReportTable(DataTable):
     """The table of an analysis screen, scrolled with the report above it as one page."""
 
     BINDINGS = [
-        Binding("up", "cursor_up", "Cursor up", show=False),
-        Binding("down", "cursor_down", "Cursor down", show=False),
+        Binding("up,k", "cursor_up", "Cursor up", show=False),
+        Binding("down,j", "cursor_down", "Cursor down", show=False),
         Binding("pageup", "page_up", "Page up", show=False),
         Binding("pagedown", "page_down", "Page down", show=False),
         Binding("home", "scroll_top", "Top", show=False),

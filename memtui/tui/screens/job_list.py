@@ -11,6 +11,7 @@ from textual.widgets.option_list import Option
 
 from memtui.live.runtime import JobInfo
 from memtui.live.views import duration
+from memtui.tui.widgets.choice_list import ChoiceList
 from memtui.tui.widgets.key_footer import KeyFooter
 
 
@@ -41,7 +42,7 @@ class JobListScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static(f"{len(self.groups)} live jobs: choose one to watch", id="jobs-title")
-        yield OptionList(*[Option(describe(g)) for g in self.groups], id="jobs")
+        yield ChoiceList(*[Option(describe(g)) for g in self.groups], id="jobs")
         yield KeyFooter()
 
     def on_option_list_option_selected(self, message: OptionList.OptionSelected) -> None:

@@ -12,6 +12,7 @@ from textual.widgets.option_list import Option
 from memtui.model.lifetimes import NONE
 from memtui.tui.views.device_view import DeviceView
 from memtui.tui.views.search import SearchResult
+from memtui.tui.widgets.choice_list import ChoiceList
 from memtui.units import format_bytes
 
 MAX_LISTED = 5000  # an address reused a million times would make a useless list; n/N still steps all
@@ -43,7 +44,7 @@ class SearchResultsScreen(ModalScreen[int | None]):
         with Vertical(id="results-box"):
             more = len(self.result.matches) - MAX_LISTED
             yield Label(self.result.message + (f" (first {MAX_LISTED:,} listed)" if more > 0 else ""))
-            yield OptionList(*options, id="results")
+            yield ChoiceList(*options, id="results")
 
     def on_option_list_option_selected(self, message: OptionList.OptionSelected) -> None:
         self.dismiss(int(message.option.id))
