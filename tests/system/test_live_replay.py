@@ -102,7 +102,10 @@ def test_a_watcher_that_never_reads_costs_the_job_nothing_and_is_told_what_it_mi
             server.post({"kind": p.STEP, "n": 1})  # what the job's own thread does: never waits
             slowest = max(slowest, time.perf_counter() - t)
             time.sleep(0.005)
-        assert slowest < 0.05
+        # A post that waited for the watcher would wait as long as it stays hung (the whole
+        # second): half a second tells that from a loaded machine's scheduling delays (51 ms
+        # were seen with the whole suite running on 2 cores).
+        assert slowest < 0.5
         assert server.stats.ticks > 50  # the server kept its pace with a watcher that reads nothing
         assert server.stats.dropped > 0
         # it wakes up: what it gets says how much it missed, then a fresh state
