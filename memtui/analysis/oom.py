@@ -226,14 +226,10 @@ def diagnose(snapshot: Snapshot, dev: DeviceModel, replayer: Replayer, index: in
     if reserved_by_event is None:
         reserved_by_event = reserved_curve(dev)
     seen = int(reserved_by_event[:index].max()) if index > 0 and len(reserved_by_event) else reserved
-    cap_at_least = max(seen, reserved) if process_limit else None
-    cap_below = reserved + allocation_size(round_size(requested, AllocatorSettings())) if process_limit else None
-    if cap_at_least is not None and cap_below is not None and implied is not None and implied.per_process and \
-            implied.low is not None and implied.high is not None and \
-            max(cap_at_least, implied.low) < min(cap_below, implied.high + 1):
-        # One cap for the whole run, bracketed as whatif brackets it (derive_limit: the
-        # requests torch served only after releasing its cache narrow it too).
-        cap_at_least, cap_below = max(cap_at_least, implied.low), min(cap_below, implied.high + 1)
+    cap_at_least = cap_below = None
+    if process_limit:
+        cap_at_least, cap_below = _cap_bracket(
+            max(seen, reserved), reserved + allocation_size(round_size(requested, AllocatorSettings())), implied)
     # What could still be obtained: the device's free memory, or the least the cap left.
     headroom = device_free if not process_limit else cap_at_least - reserved
     # The device total only matters when the device itself was full.
@@ -477,6 +473,17 @@ def _after(d: OomDiagnosis, dev: DeviceModel, cycles: CycleReport) -> None:
 _CAUSE_AFTER = {"cycle": "the garbage collector", "exception": "the exception's traceback being let go (the"
                 " failing call's frames held it)", "refcount": "reference counting", "autograd": "the autograd"
                 " engine", "teardown": "teardown", "unknown": "something the stacks do not tell"}
+
+
+def _cap_bracket(at_least: int, below: int, implied: Limit | None) -> tuple[int, int]:
+    """The cap this OOM brackets (at least ``at_least``, below ``below``), narrowed to the one
+    whatif brackets for the whole run where they overlap (derive_limit: the requests torch
+    served only after releasing its cache narrow it too)."""
+    if implied is not None and implied.per_process and implied.low is not None and implied.high is not None:
+        low, high = max(at_least, implied.low), min(below, implied.high + 1)
+        if low < high:
+            return low, high
+    return at_least, below
 
 
 def _device_total(given: int | None, reserved: int, device_free: int) -> tuple[int | None, bool]:
