@@ -11,7 +11,6 @@ that a cursor move costs one sum over the live set the explorer has already repl
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
 from memtui.errors import MemtuiError
@@ -24,6 +23,8 @@ if TYPE_CHECKING:
     from memtui.analysis.category_rules import CategoryRules
     from memtui.tui.views.breakdown_view import DeviceBreakdown
     from memtui.tui.widgets.breakdown_pane import BreakdownPane
+
+PANE_ID = "breakdown"  # the categories' pane, in place of the stack inspector
 
 
 class BreakdownController:
@@ -144,17 +145,13 @@ class BreakdownController:
 
     # -- the pane ------------------------------------------------------------------------------------
     def _breakdown_pane(self) -> BreakdownPane | None:
-        if "memtui.tui.widgets.breakdown_pane" not in sys.modules:
-            return None  # never opened: no pane to find
-        from memtui.tui.widgets.breakdown_pane import BreakdownPane
-
-        found = self.screen.query(BreakdownPane)
+        found = self.screen.query(f"#{PANE_ID}")  # by its id: its class is imported when first opened
         return found.first() if found else None
 
     def _open_breakdown_pane(self) -> None:
         from memtui.tui.widgets.breakdown_pane import BreakdownPane
 
-        pane = BreakdownPane(id="breakdown")
+        pane = BreakdownPane(id=PANE_ID)
         pane.border_title = "By category"
         inspector = self.screen.inspector
         inspector.parent.mount(pane, after=inspector)
