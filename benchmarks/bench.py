@@ -372,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
             for results in saved["files"]:
                 print_table(derive(results), saved.get("machine"))
         return 0
+    bytecode.compile_checkout(ROOT)
     bytecode.say_if_missing()
     machine = {"python": platform.python_version(), "cpus": os.cpu_count(), "cores": args.cores,
                "platform": platform.platform(), "install": install_note()}

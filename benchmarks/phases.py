@@ -112,6 +112,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    bytecode.compile_checkout(ROOT)
     bytecode.say_if_missing()
     available = len(os.sched_getaffinity(0))
     counts = [c for c in (int(x) for x in args.cores.split(",")) if c <= available]

@@ -93,6 +93,7 @@ def main() -> int:
     unknown = set(measures) - set(MEASURES)
     if unknown:
         parser.error(f"unknown measure(s): {', '.join(sorted(unknown))}; known: {', '.join(MEASURES)}")
+    bytecode.compile_checkout(ROOT)
     bytecode.say_if_missing()
     available = len(os.sched_getaffinity(0))
     counts = [c for c in (int(x) for x in args.cores.split(",")) if c <= available]
