@@ -7,6 +7,7 @@ import shutil
 
 import numpy as np
 
+from memtui.analysis.curve_extremes import CurveExtremes, block_count
 from memtui.analysis.live import allocated_curve, reserved_curve
 from memtui.cache.curves import curves_path, load_curves
 from memtui.cache.store import ModelCache
@@ -35,6 +36,12 @@ def test_curves_kept_after_a_first_open_are_read_back_equal_on_the_next(tmp_path
     device = again.device
     assert np.array_equal(again.allocated, allocated_curve(device))
     assert np.array_equal(again.reserved, reserved_curve(device))
+    # The blocks' extremes are read with them, not made again, and are the ones made from them.
+    assert again.kept_extremes is not None and again.allocated_extremes is again.kept_extremes[0]
+    for kept, curve in ((again.allocated_extremes, again.allocated), (again.reserved_extremes, again.reserved)):
+        made = CurveExtremes.of(np.asarray(curve))
+        assert np.array_equal(kept.lows, made.lows) and np.array_equal(kept.highs, made.highs)
+    assert again.peak_allocated == first.peak_allocated and again.peak_reserved == first.peak_reserved
 
 
 def test_a_curves_file_that_does_not_fit_the_model_is_removed_not_read(tmp_path):
@@ -44,9 +51,11 @@ def test_a_curves_file_that_does_not_fit_the_model_is_removed_not_read(tmp_path)
     cache.wait()
     device = snapshot.devices[0]
     path = curves_path(cache, source, device.device)
-    np.save(path, np.zeros((2, len(device.trace) + 1), np.int64))  # one event too many
-    assert load_curves(cache, source, device.device, len(device.trace)) is None
-    assert not os.path.exists(path)
+    for wrong in (np.zeros((2, len(device.trace)), np.int64),  # the curves without their extremes
+                  np.zeros(2 * len(device.trace) + 4 * block_count(len(device.trace)) + 1, np.int64)):
+        np.save(path, wrong)
+        assert load_curves(cache, source, device.device, len(device.trace)) is None
+        assert not os.path.exists(path)
     for bad in (b"\x93NUMPY garbage", b""):  # cut short; empty
         with open(path, "wb") as fh:
             fh.write(bad)

@@ -13,6 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
+from memtui.analysis.curve_extremes import CurveExtremes
 from memtui.analysis.live import allocated_curve, reserved_curve
 from memtui.cache.index_store import load_index, store_index_later
 from memtui.cache.store import ModelCache
@@ -52,6 +53,9 @@ class DeviceView:
     # The model cache and the snapshot's file, where the replayer's indexes are kept from one
     # open to the next (memtui/cache/index_store.py); None: built each time.
     kept_with: tuple[ModelCache, str | os.PathLike] | None = None
+    # The curves' blocks' extremes as an earlier open kept them (memtui/cache/curves.py);
+    # None: made from the curves when first asked for.
+    kept_extremes: tuple[CurveExtremes, CurveExtremes] | None = None
     # One thread at a time makes the indexes: a second worker for the same view (the device
     # shown again before the first was done) waits, then finds them made.
     _indexing: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -71,14 +75,25 @@ class DeviceView:
     def n_events(self) -> int:
         return len(self.device.trace)
 
-    # Cached: the legend asks on every cursor move, and a 10M-event max is not free.
+    # Made once, off the thread that draws (memtui/tui/views/first_view.py): the timeline reads
+    # its columns from them, and the legend its peaks on every cursor move.
     @cached_property
-    def peak_allocated(self) -> int:
-        return int(self.allocated.max()) if len(self.allocated) else self.device.allocated
+    def allocated_extremes(self) -> CurveExtremes:
+        return self.kept_extremes[0] if self.kept_extremes is not None else CurveExtremes.of(self.allocated)
 
     @cached_property
+    def reserved_extremes(self) -> CurveExtremes:
+        return self.kept_extremes[1] if self.kept_extremes is not None else CurveExtremes.of(self.reserved)
+
+    @property
+    def peak_allocated(self) -> int:
+        peak = self.allocated_extremes.peak
+        return peak if peak is not None else self.device.allocated
+
+    @property
     def peak_reserved(self) -> int:
-        return int(self.reserved.max()) if len(self.reserved) else self.device.reserved
+        peak = self.reserved_extremes.peak
+        return peak if peak is not None else self.device.reserved
 
     def relative_seconds(self, i: int) -> float:
         t = float(self.device.trace.time_us[i])
@@ -86,16 +101,16 @@ class DeviceView:
 
 
 def build_device_view(snapshot: Snapshot, d: int,
-                      curves: tuple[np.ndarray, np.ndarray] | None = None) -> DeviceView:
-    """The view of device ``d``; ``curves``: its (allocated, reserved) curves where they were
-    kept from an earlier open (memtui.cache.curves), else they are computed."""
+                      curves: tuple[CurveExtremes, CurveExtremes] | None = None) -> DeviceView:
+    """The view of device ``d``; ``curves``: its allocated and reserved curves with their
+    extremes where they were kept from an earlier open (memtui.cache.curves), else computed."""
     device = snapshot.devices[d]
     # The interval indexes are left to a worker after the first screen (see
     # MainScreen._index_view): until they are built, a state is found by one pass over the
     # lives, which the end state shown first needs anyway.
     replayer = Replayer(device, indexed=False)
     if curves is not None:
-        allocated, reserved = curves
+        allocated, reserved = curves[0].curve, curves[1].curve
     else:
         # Made beside the main thread's own work (Textual's import, the first screen): a core is
         # left to it, as to the imports beside a kept model's checks (cache/check_ahead.py).
@@ -103,7 +118,8 @@ def build_device_view(snapshot: Snapshot, d: int,
                                     threads=spare_cores())
         reserved = reserved_curve(device, threads=spare_cores())
     t0 = device.time_origin_us
-    return DeviceView(snapshot, device, replayer, allocated, reserved, t0, _annotation_marks(snapshot, device))
+    return DeviceView(snapshot, device, replayer, allocated, reserved, t0, _annotation_marks(snapshot, device),
+                      kept_extremes=curves)
 
 
 def _finite_and_ordered(times: np.ndarray) -> bool:

@@ -39,11 +39,12 @@ def prepare_view(snapshot: Snapshot, device: int | None, cache: ModelCache | Non
     view = build_device_view(snapshot, d, load_curves(cache, source, model.device, len(model.trace)))
     if cache is not None and source is not None:
         view.kept_with = (cache, source)
-    view.peak_allocated, view.peak_reserved  # noqa: B018 (the first screen shows both: a pass over each curve, made here)
+    # The first screen shows the curves and their peaks: the passes over each curve, made here.
+    view.allocated_extremes, view.reserved_extremes  # noqa: B018
     return view
 
 
 def keep_curves(cache: ModelCache | None, source: str | os.PathLike | None, view: DeviceView) -> None:
     """Keep ``view``'s curves for the next open unless they are kept already; written when
     the cache's writes are released (the explorer releases them after its first screen)."""
-    store_curves_later(cache, source, view.device.device, view.allocated, view.reserved)
+    store_curves_later(cache, source, view.device.device, view.allocated_extremes, view.reserved_extremes)

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from memtui.analysis.curve_extremes import CurveExtremes
+
 # Bit of each dot in a braille cell, [dot row from the top][dot column].
 _DOT_BITS = np.array([[0x01, 0x08], [0x02, 0x10], [0x04, 0x20], [0x40, 0x80]], np.int64)
 BRAILLE_BASE = 0x2800
@@ -39,21 +41,22 @@ def event_of_column(c: int, n: int, cols: int) -> int:
     return min(n - 1, max(0, (c * n + cols // 2) // max(cols, 1)))
 
 
-def raster(fill: np.ndarray, line: np.ndarray, cols: int, rows: int, top: int) -> Raster:
-    """``fill`` as an area (solid to each column's min, a band up to its max); ``line`` as a line."""
+def raster(fill: np.ndarray | CurveExtremes, line: np.ndarray | CurveExtremes, cols: int, rows: int,
+           top: int) -> Raster:
+    """``fill`` as an area (solid to each column's min, a band up to its max); ``line`` as a
+    line. Each is a curve, or a curve with its blocks' extremes (read, not reduced, per column)."""
     if cols <= 0 or rows <= 0:
         return Raster([""] * max(rows, 0), np.zeros((max(rows, 0), max(cols, 0)), np.int8))
-    n = len(fill)
+    fill, line = _extremes(fill), _extremes(line)
+    n = len(fill.curve)
     sub = cols * 2
     dots = rows * 4
     if n == 0:
         return Raster([chr(BRAILLE_BASE) * cols] * rows, np.zeros((rows, cols), np.int8))
     starts = bucket_starts(n, sub)
     top = max(int(top), 1)
-    fill_lo = _level(np.minimum.reduceat(fill, starts), top, dots)
-    fill_hi = _level(np.maximum.reduceat(fill, starts), top, dots)
-    line_lo = _level(np.minimum.reduceat(line, starts), top, dots)
-    line_hi = _level(np.maximum.reduceat(line, starts), top, dots)
+    fill_lo, fill_hi = (_level(v, top, dots) for v in fill.over(starts))
+    line_lo, line_hi = (_level(v, top, dots) for v in line.over(starts))
     # Height of each dot row above the bottom, from the top row down: dots .. 1.
     height = dots - np.arange(dots)[:, None]
     fill_on = height <= fill_lo[None, :]
@@ -68,6 +71,13 @@ def raster(fill: np.ndarray, line: np.ndarray, cols: int, rows: int, top: int) -
     kind = np.select([bits_band > 0, bits_fill > 0, bits_line > 0], [BAND, FILL, LINE], EMPTY).astype(np.int8)
     chars = ["".join(chr(BRAILLE_BASE + int(b)) for b in row) for row in bits]
     return Raster(chars, kind)
+
+
+def _extremes(curve: np.ndarray | CurveExtremes) -> CurveExtremes:
+    """A curve's extremes as given, else with no blocks (every slice is reduced from the curve)."""
+    if isinstance(curve, CurveExtremes):
+        return curve
+    return CurveExtremes(curve, curve[:0], curve[:0])
 
 
 def _level(values: np.ndarray, top: int, dots: int) -> np.ndarray:

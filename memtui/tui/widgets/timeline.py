@@ -168,7 +168,7 @@ class Timeline(PassStyle, Widget):
         view = self._view
         rows, cols = max(0, height - 2), self._plot_width(width)
         top = max(view.peak_reserved, view.peak_allocated, 1)
-        picture = raster(view.allocated, view.reserved, cols, rows, top)
+        picture = raster(view.allocated_extremes, view.reserved_extremes, cols, rows, top)
         styles = {FILL: self.get_component_rich_style("timeline--allocated"),
                   BAND: self.get_component_rich_style("timeline--band"),
                   LINE: self.get_component_rich_style("timeline--reserved")}
