@@ -180,6 +180,30 @@ async def test_alloc_free_and_same_address_jumps():
         assert screen.event_log.cursor_event == 15
 
 
+async def test_another_devices_plot_is_prepared_off_the_thread_that_draws(monkeypatch):
+    """The blocks the timeline reads (memtui/analysis/curve_extremes.py) are made for a device
+    shown with d as they are for the first: in the worker that prepares its view."""
+    import threading
+
+    from memtui.analysis.curve_extremes import CurveExtremes
+
+    made_on: list[str] = []
+    make = CurveExtremes.of.__func__
+
+    def recording(cls, curve):
+        made_on.append(threading.current_thread().name)
+        return make(cls, curve)
+
+    app = make_app(tiny_path())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ready(app, pilot)
+        monkeypatch.setattr(CurveExtremes, "of", classmethod(recording))
+        await pilot.press("d")
+        await settle(app, pilot)
+        assert len(made_on) == 2  # the allocated and the reserved curve of device 1
+        assert threading.main_thread().name not in made_on
+
+
 async def test_device_timeline_and_native_toggles():
     app = make_app(tiny_path())
     async with app.run_test(size=(100, 30)) as pilot:

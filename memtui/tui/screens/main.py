@@ -33,8 +33,9 @@ from memtui.tui.screens.filter_controller import FilterController
 from memtui.tui.screens.search_controller import SearchController
 from memtui.tui.views import navigation
 from memtui.tui.views.analysis_jumps import AnalysisJump
-from memtui.tui.views.device_view import DeviceView, build_device_view
+from memtui.tui.views.device_view import DeviceView
 from memtui.tui.views.filter_actions import FILTER_KEYS, FILTER_PALETTE
+from memtui.tui.views.first_view import prepare_view
 from memtui.tui.views.inspector_content import block_lines, event_lines, segment_lines
 from memtui.tui.views.key_table import (
     ANALYSIS_KEYS,
@@ -369,7 +370,10 @@ class MainScreen(Screen):
 
     @thread_work(exclusive=True, group="device")
     def _build_view(self, d: int, then: Callable[[], None] | None) -> None:
-        self.post_message(DeviceReady(build_device_view(self.snapshot, d), then))
+        # As the first device's view was prepared: its curves from the cache where kept, and
+        # what the first screen of it needs made here, not on the thread that draws.
+        cache, source = self.current_view.kept_with or (None, None)
+        self.post_message(DeviceReady(prepare_view(self.snapshot, d, cache, source), then))
 
     def on_device_ready(self, message: DeviceReady) -> None:
         self._device_ready(message.view, message.then)
