@@ -68,12 +68,14 @@ def headline(report: LeakReport) -> str:
 
 
 def describe_points(report: LeakReport) -> str:
+    """The points the growth table shows over the run: "points", as the verdict's evidence says
+    "samples" of the (often many more) moments it classifies."""
     p = report.points
     if p.kind == "annotation":
-        return f"{plural(len(p), 'sample')} over {plural(p.steps, 'step')} (end of each '{p.name}')"
+        return f"{plural(len(p), 'point')} over {plural(p.steps, 'step')} (end of each '{p.name}')"
     if p.kind == "iterations":
-        return (f"{plural(len(p), 'sample')} over {plural(p.steps, 'execution')} of the most repeated allocation"
+        return (f"{plural(len(p), 'point')} over {plural(p.steps, 'execution')} of the most repeated allocation"
                 f" ({p.name})")
     if p.kind == "time":
-        return f"{plural(len(p), 'sample')}, one per time window (no step annotations)"
-    return f"{plural(len(p), 'sample')}, one per event window (no times or step annotations)"
+        return f"{plural(len(p), 'point')}, one per time window (no step annotations)"
+    return f"{plural(len(p), 'point')}, one per event window (no times or step annotations)"

@@ -26,5 +26,5 @@ def test_one_of_each_is_singular():
     two = _outlier_reasons(rank, rank, [{"site": "a"}, {"site": "b"}])
     assert two == ["2 call sites differ from the ranks' median"]
     one = SimpleNamespace(points=StepPoints("annotation", "step", np.array([3]), 1))
-    assert describe_points(one) == "1 sample over 1 step (end of each 'step')"
+    assert describe_points(one) == "1 point over 1 step (end of each 'step')"
     assert histogram_lines([{"low": 0, "high": 1, "count": 1, "outliers": []}], 1)[0] == "peak allocated over 1 rank:"
