@@ -156,3 +156,37 @@ def test_a_pending_free_block_shows_even_when_it_shares_its_cells():
     e = int(list(state.seg_addr).index(segment_address("E")))
     for cells in (3, 6, 7, 50):
         assert (layout.cells(e, cells).kind == PENDING_CELL).any(), cells
+
+
+
+async def test_another_devices_map_starts_afresh_not_at_the_segment_selected_before(tmp_path):
+    """The map keeps its selected segment while the cursor moves through one device's events;
+    shown another device (d), it kept the segment number selected on the first one."""
+    import pickle
+
+    from tests.fixtures.fragmented import fragmented_snapshot
+
+    raw = fragmented_snapshot()
+    second = [dict(seg, device=1) for seg in raw["segments"]]  # the same layout on a second device
+    raw["segments"] += second
+    raw["device_traces"].append([dict(entry) for entry in raw["device_traces"][0]])
+    path = tmp_path / "two_devices.pickle"
+    path.write_bytes(pickle.dumps(raw, protocol=4))
+    app = make_app(path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await ready(app, pilot)
+        segment_map = screen.segment_map
+        first = segment_map.selected_segment
+        segment_map.action_move(3)
+        await pilot.pause()
+        kept = segment_map.selected_segment
+        assert kept not in (NONE, first)
+        screen.show_event(screen.event_log.cursor_event)  # the cursor moves on the same device
+        assert segment_map.selected_segment == kept
+        screen.switch_device(1)
+        for _ in range(50):
+            await pilot.pause()
+            if screen.current_view.device.device == 1:
+                break
+        assert screen.current_view.device.device == 1
+        assert segment_map.selected_segment == first  # as the device's first view selects

@@ -157,6 +157,10 @@ class SegmentMap(ChangedLines, ScrollView, can_focus=True):
         Without an address, at an OOM: the segment with the largest free block in the
         request's pool (and stream).
         """
+        if self._view is not None and view.device.device != self._view.device.device:
+            # Another device (d): the selection kept while the cursor moves through one device's
+            # events is a segment number of the other device's map, so it starts afresh.
+            self._segment, self._block, self._row = NONE, NONE, 0
         self._view = view
         self._pools = segment_pools(state, view.device, view.snapshot.strings)
         pools = self._pools
