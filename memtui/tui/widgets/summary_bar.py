@@ -9,13 +9,20 @@ from memtui.state_figures import count_blocks
 from memtui.tui.views.device_view import DeviceView
 from memtui.units import format_bytes, plural
 
+# What goes first when the line is too narrow for all of it: the higher the rank, the sooner
+# an item is left out (whole, never cut after its label); the file's name always stays. The
+# event count and the peak are in the timeline's legend too, so the memory figures outrank them.
+NAME, PLACE, MEMORY, COUNT, PEAK, BLOCKS, ACTIVE = range(7)
+SEPARATOR = " · "
+
 
 class SummaryBar(Static):
     """File name (never its directory, which differs between machines), device and totals.
 
     Memory figures are at snapshot time; the map's header has them at the cursor. The
     counts come from :func:`memtui.state_figures.count_blocks` over the state after the
-    last event, so they read the same as the map's title there.
+    last event, so they read the same as the map's title there. Where the line is narrower
+    than all of it, whole items are left out, the least telling first (see the ranks above).
     """
 
     DEFAULT_CSS = """
@@ -27,24 +34,48 @@ class SummaryBar(Static):
     }
     """
 
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._items: list[tuple[int, Text]] = []  # (rank, text), in the order shown
+
     def show_view(self, view: DeviceView, n_devices: int) -> None:
         dev = view.device
         snap = view.snapshot
         ooms = len(dev.oom_indices())
-        text = Text()
-        text.append(snap.name, "bold")
-        text.append(f" ({format_bytes(snap.source_size)})" if snap.source_size else "")
+        name = Text()
+        name.append(snap.name, "bold")
+        name.append(f" ({format_bytes(snap.source_size)})" if snap.source_size else "")
         if snap.header:  # a memtui export: say what it was cut from
             what = snap.header.get("filter") or snap.header.get("selection") or "every event"
-            text.append(f" [export of {snap.header.get('source_name', '?')}: {what}]", "italic")
-        text.append(f" · device {dev.device}" + (f" (of {n_devices})" if n_devices > 1 else ""))
+            name.append(f" [export of {snap.header.get('source_name', '?')}: {what}]", "italic")
+        items = [(NAME, name), (PLACE, Text(f"device {dev.device}" + (f" (of {n_devices})" if n_devices > 1 else "")))]
         if ooms:
-            text.append(f" · {plural(ooms, 'OOM')}", "bold red")
-        text.append(f" · {plural(view.n_events, 'event')}")
+            items.append((PLACE, Text(plural(ooms, "OOM"), "bold red")))
+        events = Text(plural(view.n_events, "event"))
         if snap.trace_overflowed:  # torch says the ring buffer wrapped: the trace starts mid-run
-            text.append(" (ring buffer overflowed: starts mid-run)", "bold yellow")
-        text.append(f" · reserved {format_bytes(dev.reserved)}"
-                    f" · allocated {format_bytes(dev.allocated)} · active {format_bytes(dev.active)}"
-                    f" · peak {format_bytes(view.peak_allocated)}")
-        text.append(f" · {count_blocks(view.replayer.state_at(view.n_events - 1)).text()}")
+            events.append(" (ring buffer overflowed: starts mid-run)", "bold yellow")
+        items += [(PLACE if snap.trace_overflowed else COUNT, events),
+                  (MEMORY, Text(f"reserved {format_bytes(dev.reserved)}")),
+                  (MEMORY, Text(f"allocated {format_bytes(dev.allocated)}")),
+                  (ACTIVE, Text(f"active {format_bytes(dev.active)}")),
+                  (PEAK, Text(f"peak {format_bytes(view.peak_allocated)}")),
+                  (BLOCKS, Text(count_blocks(view.replayer.state_at(view.n_events - 1)).text()))]
+        self._items = items
+        self._fit()
+
+    def on_resize(self) -> None:
+        self._fit()
+
+    def _fit(self) -> None:
+        width = self.content_size.width
+        kept = list(self._items)
+        while width > 0 and len(kept) > 1 and _length(kept) > width:
+            least = max(range(1, len(kept)), key=lambda k: (kept[k][0], k))
+            del kept[least]
+        text = Text(SEPARATOR).join(t for _, t in kept)
+        text.no_wrap, text.overflow = True, "ellipsis"  # a name wider than the line ends in …
         self.update(text)
+
+
+def _length(items: list[tuple[int, Text]]) -> int:
+    return sum(t.cell_len for _, t in items) + len(SEPARATOR) * (len(items) - 1)

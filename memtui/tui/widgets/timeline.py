@@ -167,7 +167,8 @@ class Timeline(PassStyle, Widget):
             return strips
         view = self._view
         rows, cols = max(0, height - 2), self._plot_width(width)
-        top = max(view.peak_reserved, view.peak_allocated, 1)
+        highest = max(view.peak_reserved, view.peak_allocated)  # the top row's label
+        top = max(highest, 1)
         picture = raster(view.allocated_extremes, view.reserved_extremes, cols, rows, top)
         styles = {FILL: self.get_component_rich_style("timeline--allocated"),
                   BAND: self.get_component_rich_style("timeline--band"),
@@ -176,7 +177,7 @@ class Timeline(PassStyle, Widget):
         plain = self.base_style
         strips = []
         for r, chars in enumerate(picture.chars):
-            label = format_bytes(top) if r == 0 else ("0 B" if r == rows - 1 else "")
+            label = format_bytes(highest) if r == 0 else ("0 B" if r == rows - 1 else "")
             axis = f"{label:>{LABEL_WIDTH - 2}} ┤" if r in (0, rows - 1) else " " * (LABEL_WIDTH - 1) + "│"
             segments = [Segment(axis, muted)]
             kinds = picture.kind[r]
@@ -196,14 +197,15 @@ class Timeline(PassStyle, Widget):
         points = peak_points(view.allocated, cols) if view.n_events else np.zeros(0, np.int64)
         values = self._values_at(points) if len(points) else np.zeros((len(self._category_names), cols), np.int64)
         self._present = [k for k in range(len(values)) if values[k].any()]
-        top = max(int(values.sum(axis=0).max()) if values.size else 0, 1)
+        highest = int(values.sum(axis=0).max()) if values.size else 0  # the top row's label
+        top = max(highest, 1)
         picture = stacked_raster(values, rows, top)
         muted = self.get_component_rich_style("timeline--muted")
         plain = self.base_style
         colours = [self.category_style(k).color for k in range(len(values))]
         strips = []
         for r in range(rows):
-            label = format_bytes(top) if r == 0 else ("0 B" if r == rows - 1 else "")
+            label = format_bytes(highest) if r == 0 else ("0 B" if r == rows - 1 else "")
             axis = f"{label:>{LABEL_WIDTH - 2}} ┤" if r in (0, rows - 1) else " " * (LABEL_WIDTH - 1) + "│"
             segments = [Segment(axis, muted)]
             chars, fg, bg = picture.chars[r], picture.fg[r], picture.bg[r]
@@ -235,19 +237,28 @@ class Timeline(PassStyle, Widget):
         if n:
             shown = view.device.shown_index(i)  # the source's number, as the event log gives it
             at = f"event {shown:,}: " if view.device.source_index is not None else f"event {i:,} of {n:,}: "
+            short_at = f"event {shown:,}: "
             alloc, reserved = int(view.allocated[i]), int(view.reserved[i])
         else:
-            at = "no trace events: "
+            at = short_at = "no trace events: "
             alloc, reserved = view.device.allocated, view.device.reserved
         if self.stacked:
             self._plot_strips(width, self.size.height)  # which categories are drawn
             return self._stacked_legend(width, at, alloc)
-        segments = [
-            Segment(" " + at, muted),
-            Segment("⣿ allocated ", fill), Segment(format_bytes(alloc) + "  ", self.base_style),
-            Segment("⠒ reserved ", line), Segment(format_bytes(reserved) + "  ", self.base_style),
-            Segment(f"peak {format_bytes(view.peak_allocated)}", muted),
-        ]
+        peak = [Segment(f"peak {format_bytes(view.peak_allocated)}", muted)]
+        # The longest that fits, each figure whole: the event's count of events, then the
+        # labels' length, then the peak give way before anything is cut.
+        forms = [(at, "allocated", "reserved", peak), (short_at, "allocated", "reserved", peak),
+                 (short_at, "alloc", "res", peak), (short_at, "alloc", "res", [])]
+        for at_text, alloc_label, reserved_label, tail in forms:
+            segments = [
+                Segment(" " + at_text, muted),
+                Segment(f"⣿ {alloc_label} ", fill), Segment(format_bytes(alloc) + "  ", self.base_style),
+                Segment(f"⠒ {reserved_label} ", line), Segment(format_bytes(reserved) + "  ", self.base_style),
+                *tail,
+            ]
+            if Segment.get_line_length(segments) <= width:
+                break
         span = view.annotations.active_at(i) if n else ""
         if span:
             segments.append(Segment(f"  in {span}", self.get_component_rich_style("timeline--annotation")))
