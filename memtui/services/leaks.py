@@ -19,7 +19,8 @@ class LeaksOptions:
     depth: int = depth_option()
     windows: int = option(10, "time windows to sample when no step annotations mark iterations (default 10)",
                           low=2, high=500)
-    points: int = option(24, "at most this many points over the run in the growth table (default 24)", low=2, high=500)
+    points: int = option(24, "at most this many points over the run in each call site's series (its trend;"
+                              " default 24)", low=2, high=500)
     top: int = top_option(20, "call sites to list besides the growing ones (default 20)")
 
 
