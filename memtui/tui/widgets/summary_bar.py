@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import Static
+from textual.widget import Widget
 
 from memtui.state_figures import count_blocks
 from memtui.tui.views.device_view import DeviceView
@@ -16,7 +16,7 @@ NAME, PLACE, MEMORY, COUNT, PEAK, BLOCKS, ACTIVE = range(7)
 SEPARATOR = " · "
 
 
-class SummaryBar(Static):
+class SummaryBar(Widget):
     """File name (never its directory, which differs between machines), device and totals.
 
     Memory figures are at snapshot time; the map's header has them at the cursor. The
@@ -61,12 +61,10 @@ class SummaryBar(Static):
                   (PEAK, Text(f"peak {format_bytes(view.peak_allocated)}")),
                   (BLOCKS, Text(count_blocks(view.replayer.state_at(view.n_events - 1)).text()))]
         self._items = items
-        self._fit()
+        self.refresh()  # one line, drawn again: nothing to lay out
 
-    def on_resize(self) -> None:
-        self._fit()
-
-    def _fit(self) -> None:
+    def render(self) -> Text:
+        """The items that fit the line's width (all of them before the first layout)."""
         width = self.content_size.width
         kept = list(self._items)
         while width > 0 and len(kept) > 1 and _length(kept) > width:
@@ -74,7 +72,7 @@ class SummaryBar(Static):
             del kept[least]
         text = Text(SEPARATOR).join(t for _, t in kept)
         text.no_wrap, text.overflow = True, "ellipsis"  # a name wider than the line ends in …
-        self.update(text)
+        return text
 
 
 def _length(items: list[tuple[int, Text]]) -> int:
