@@ -406,7 +406,7 @@ def _decide(report: LeakReport, labels: list[str], kinds: np.ndarray, floor_grow
     f, e, alt = format_bytes, report.evidence, report.alternatives
     how = ({"annotation": f"{samples} step annotations ('{marks[1]}')" if marks else "",
             "iterations": f"{samples} returns to the loop's statement ({marks[1]})" if marks else ""}
-           .get(marks[0], "") if marks else f"{samples} time windows (no steps or repeated line to sample by)")
+           .get(marks[0], "") if marks else f"{samples} time windows that hold events")
     leaks = np.flatnonzero(kinds == LEAK_CODE)
     if samples < 4:
         report.verdict, report.confidence = CANNOT_TELL, "low"
@@ -414,13 +414,17 @@ def _decide(report: LeakReport, labels: list[str], kinds: np.ndarray, floor_grow
                              " a plateau", CANNOT_TELL))
         return
     parts = min(PARTS, samples - 1)
+    # Without steps, the samples are the ends of the time windows that hold events (windows
+    # without one share the sample before them), and the run's parts lie between them.
+    by_windows = f"{plural(samples, 'sample')}, one at the end of each time window that holds events"
     if len(leaks) and marks is None:
         # Time windows are not iterations: memory that rises through one long step (a
         # forward pass keeping its activations) rises in every window too.
         s = int(leaks[np.argmax(floor_growth[leaks])])
-        _cannot_tell(report, f"{labels[s]} kept more in {rises[s]} of {parts} time windows"
-                     f" (+{f(int(floor_growth[s]))}), but the trace shows no repeated step (no step annotations, no"
-                     " statement the program returns to): growth within one step cannot be told from a leak",
+        _cannot_tell(report, f"{labels[s]} kept more in {rises[s]} of the run's {parts} parts"
+                     f" (+{f(int(floor_growth[s]))}; {by_windows}), but the trace shows no repeated step"
+                     " (no step annotations, no statement the program returns to): growth within one step cannot"
+                     " be told from a leak",
                      "cannot be excluded: it grew in most windows",
                      ("one step's working set (activations kept until backward)",
                       "cannot be excluded: a window is not an iteration"))
@@ -461,8 +465,8 @@ def _decide(report: LeakReport, labels: list[str], kinds: np.ndarray, floor_grow
         # Time windows are not iterations, for "no leak" as for "leak": a file holding one
         # forward pass, one step or one long call shows its working set rise and fall, and
         # says nothing of what each repeat of it would keep.
-        _cannot_tell(report, f"nothing kept more all through the run's {parts} time windows, but the trace shows no"
-                     " repeated step (no step annotations, no statement the program returns to): one pass's"
+        _cannot_tell(report, f"nothing kept more all through the run's {parts} parts ({by_windows}), but the trace"
+                     " shows no repeated step (no step annotations, no statement the program returns to): one pass's"
                      " working set says nothing of what repeating it would keep",
                      "not excluded: no iterations to compare")
         return

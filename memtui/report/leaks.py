@@ -77,5 +77,5 @@ def describe_points(report: LeakReport) -> str:
         return (f"{plural(len(p), 'point')} over {plural(p.steps, 'execution')} of the most repeated allocation"
                 f" ({p.name})")
     if p.kind == "time":
-        return f"{plural(len(p), 'point')}, one per time window (no step annotations)"
+        return f"{plural(len(p), 'point')}, one at the end of each time window that holds events (no step annotations)"
     return f"{plural(len(p), 'point')}, one per event window (no times or step annotations)"
