@@ -40,7 +40,7 @@ from memtui.analysis.callsites import CallSites, group_by_site
 from memtui.analysis.cycles import CANNOT_TELL as CYCLES_CANNOT_TELL
 from memtui.analysis.cycles import CycleReport, find_cycles
 from memtui.analysis.live import LifeSpans, life_spans
-from memtui.analysis.steps import IterationMarks, StepPoints, iteration_marks, step_points
+from memtui.analysis.steps import TIME_WINDOW_POINT, IterationMarks, StepPoints, iteration_marks, step_points
 from memtui.analysis.trace_evidence import NO_TRACE, TraceEvidence, has_trace, trace_evidence
 from memtui.model import DeviceModel, Snapshot
 from memtui.model.segments import ALLOCATED
@@ -416,7 +416,7 @@ def _decide(report: LeakReport, labels: list[str], kinds: np.ndarray, floor_grow
     parts = min(PARTS, samples - 1)
     # Without steps, the samples are the ends of the time windows that hold events (windows
     # without one share the sample before them), and the run's parts lie between them.
-    by_windows = f"{plural(samples, 'sample')}, one at the end of each time window that holds events"
+    by_windows = f"{plural(samples, 'sample')}, {TIME_WINDOW_POINT}"
     if len(leaks) and marks is None:
         # Time windows are not iterations: memory that rises through one long step (a
         # forward pass keeping its activations) rises in every window too.

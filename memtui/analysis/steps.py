@@ -45,6 +45,9 @@ _STEP_SPANS = ("Optimizer.step#", "Optimizer.zero_grad#")
 # torch.compile times its passes with annotations of this form: compiler work, not steps.
 _COMPILER_SPAN = "(dynamo_timed)"
 DEFAULT_WINDOWS = 10
+# Where a time window's point lies, as the texts say it: windows without an event share the
+# point before them (step_points keeps each distinct one).
+TIME_WINDOW_POINT = "one at the end of each time window that holds events"
 
 
 @dataclass

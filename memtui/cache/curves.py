@@ -64,10 +64,8 @@ def store_curves_later(cache: ModelCache | None, source, device: int, allocated:
                        reserved: CurveExtremes) -> None:
     """Keep the curves of ``device`` of ``source`` and their extremes for the next open, in a
     background writer held back like the model's writes (until the first screen is drawn)."""
-    if isinstance(allocated.curve, np.memmap) or isinstance(allocated.curve.base, np.memmap):
-        return  # read from where they are kept: no need to hash the snapshot's ends again for the path
-    if not len(allocated.curve):
-        return
+    if isinstance(allocated.curve, np.memmap) or not len(allocated.curve):
+        return  # read from where they are kept (a slice of the mapped file): no need to hash the snapshot's ends again
     path = beside_entry(cache, source, _name(device))
     if cache is None or path is None or os.path.exists(path):
         return  # no cache, or kept already

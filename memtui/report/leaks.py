@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from memtui.analysis.leaks import RISING, LeakReport, SiteGrowth
+from memtui.analysis.steps import TIME_WINDOW_POINT
 from memtui.report.format import sparkline
 from memtui.report.sections import Column, Evidence, Lines, Place, Report, Table
 from memtui.units import format_bytes, plural
@@ -77,5 +78,5 @@ def describe_points(report: LeakReport) -> str:
         return (f"{plural(len(p), 'point')} over {plural(p.steps, 'execution')} of the most repeated allocation"
                 f" ({p.name})")
     if p.kind == "time":
-        return f"{plural(len(p), 'point')}, one at the end of each time window that holds events (no step annotations)"
+        return f"{plural(len(p), 'point')}, {TIME_WINDOW_POINT} (no step annotations)"
     return f"{plural(len(p), 'point')}, one per event window (no times or step annotations)"
